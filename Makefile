@@ -1,0 +1,39 @@
+# Every target bootstraps .venv from plain python3, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TEST_STAMP := $(VENV)/.installed-test
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: test lint demo bench bench-smoke clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP) $(TEST_STAMP)
+
+test: $(TEST_STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check trio_agent tests benchmarks
+	$(BIN)/ruff format --check trio_agent tests benchmarks
+	$(BIN)/mypy
+
+demo: $(TEST_STAMP)
+	$(BIN)/python -m trio_agent.demo
+
+bench: $(TEST_STAMP)
+	$(BIN)/python -m benchmarks
+
+bench-smoke: $(TEST_STAMP)
+	$(BIN)/python -m benchmarks --smoke
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
