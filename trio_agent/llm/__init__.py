@@ -21,6 +21,7 @@ from ._types import TextBlock as TextBlock
 from ._types import TextDelta as TextDelta
 from ._types import ToolCallBlock as ToolCallBlock
 from ._types import ToolCallDelta as ToolCallDelta
+from ._types import ToolResult as ToolResult
 from ._types import ToolResultBlock as ToolResultBlock
 from ._types import ToolSchema as ToolSchema
 from ._types import Usage as Usage
@@ -49,6 +50,7 @@ __all__ = [
     "TextDelta",
     "ToolCallBlock",
     "ToolCallDelta",
+    "ToolResult",
     "ToolResultBlock",
     "ToolSchema",
     "Usage",

@@ -33,6 +33,7 @@ __all__ = [
     "TextDelta",
     "ToolCallBlock",
     "ToolCallDelta",
+    "ToolResult",
     "ToolResultBlock",
     "ToolSchema",
     "Usage",
@@ -204,6 +205,30 @@ class ToolSchema:
     name: str
     description: str
     parameters: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen
+class ToolResult:
+    """The outcome of one tool call.
+
+    ``content`` is what the model sees; ``is_error`` and ``code`` (``UNKNOWN_TOOL``,
+    ``INVALID_ARGS``, ``DENIED``, ``TOOL_ERROR``, ``ABORTED``, ``ABORTED_BEFORE_DISPATCH``,
+    ``TOOL_TIMEOUT`` ...) say how it ended. ``additional_context`` holds messages the tool or a
+    policy asked to add to the conversation (the loop logs them as ``context/message``), and
+    ``concludes_turn`` asks the loop not to make another model request for this turn.
+    """
+
+    call_id: CallId
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    code: str | None = None
+    additional_context: tuple[Message, ...] = ()
+    concludes_turn: bool = False
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks of ``content``."""
+        return message_text(self.content)
 
 
 @attrs.frozen

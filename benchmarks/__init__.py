@@ -1,0 +1,1 @@
+"""trio-agent benchmarks: every number is a ratio against a floor measured in the same run."""
