@@ -155,6 +155,8 @@ class Service:
 class _ServiceEntry:
     impl: object
     fiber: Fiber
+    #: Set while dependents unload; the service is still readable but nothing new loads on it.
+    withdrawing: bool = False
 
 
 @final
@@ -167,7 +169,9 @@ class _ServiceTable:
 
     def available(self, name: str) -> bool:
         entry = self.entries.get(name)
-        return entry is not None and entry.fiber.state is FiberState.ACTIVE
+        return (
+            entry is not None and not entry.withdrawing and entry.fiber.state is FiberState.ACTIVE
+        )
 
     def satisfied(self, fiber: Fiber) -> bool:
         return all(self.available(name) for name in fiber.inject)
@@ -188,8 +192,12 @@ class _ServiceTable:
         async def withdraw() -> None:
             if self.entries.get(name) is not entry:
                 return
-            del self.entries[name]
-            await self._unload_dependents_of(name)
+            # Dependents unload first, while the service they used is still readable.
+            entry.withdrawing = True
+            try:
+                await self._unload_dependents_of(name)
+            finally:
+                del self.entries[name]
 
         if fiber.state is FiberState.ACTIVE:
             self.wake_pending()
@@ -444,12 +452,6 @@ class Fiber:
     async def _unload(self, *, final: bool) -> None:
         if self.state in (FiberState.DISPOSED, FiberState.UNLOADING):
             return
-        if final and self._in_own_nursery():
-            # Disposing ourselves from one of our own tasks: the unload must cancel this very
-            # task, so it runs in the parent's nursery and this task waits to be cancelled.
-            assert self.parent is not None
-            self.parent.start_soon(self._dispose_via_handle, name=f"dispose {self.name}")
-            await trio.sleep_forever()
         with trio.CancelScope(shield=True):
             async with self._lock:
                 was_failed = self.state is FiberState.FAILED
@@ -502,6 +504,11 @@ class Fiber:
         Called from one of the fiber's own tasks, the unload runs in the parent's nursery and the
         calling task is cancelled with the rest of the fiber's tasks.
         """
+        if self._in_own_nursery() and self.parent is not None:
+            # The unload must cancel this very task, so it runs in the parent's nursery and
+            # this task waits here to be cancelled.
+            self.parent.start_soon(self._dispose_via_handle, name=f"dispose {self.name}")
+            await trio.sleep_forever()
         await self._dispose_via_handle()
 
     async def _dispose_via_handle(self) -> None:
@@ -709,7 +716,9 @@ class Context:
         dispatch is aimed at (default: this context's scope; ``None`` reaches global listeners
         only).
         """
-        self.runtime.bus.emit(name, payload, self._chain(target))
+        bus = self.runtime.bus
+        if bus.count(name):
+            bus.emit(name, payload, self._chain(target))
 
     async def waterfall(
         self,

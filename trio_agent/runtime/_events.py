@@ -42,6 +42,10 @@ class EventBus:
 
     Each name maps to an immutable tuple that is replaced on every change, so a dispatch iterates
     a snapshot for free: listeners added or removed during a dispatch take effect on the next one.
+
+    The async modes are cancellation points (``checkpoint_if_cancelled`` on entry) but yield to
+    the scheduler only when a listener or the default does: dispatch sits on the agent loop's hot
+    path, and a full checkpoint per dispatch would cost more than the dispatch itself.
     """
 
     __slots__ = ("_hooks",)
@@ -78,10 +82,15 @@ class EventBus:
     # --- the four modes -------------------------------------------------------------------
 
     def emit(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> None:
-        for hook in self.listeners(name, chain):
+        hooks = self._hooks.get(name)
+        if not hooks:
+            return
+        for hook in hooks:
+            if hook.scope is not None and hook.scope not in chain:
+                continue
             try:
                 result = hook.fn(payload)
-                if inspect.isawaitable(result):
+                if result is not None and inspect.isawaitable(result):
                     close = getattr(result, "close", None)
                     if close is not None:
                         close()
@@ -104,6 +113,7 @@ class EventBus:
         default: Callable[[], Awaitable[Any]],
         chain: tuple[Scope, ...],
     ) -> Any:
+        await trio.lowlevel.checkpoint_if_cancelled()
         hooks = self.listeners(name, chain)
         if not hooks:
             return await default()
@@ -121,13 +131,13 @@ class EventBus:
         return await level(0)()
 
     async def serial(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> Any:
+        await trio.lowlevel.checkpoint_if_cancelled()
         for hook in self.listeners(name, chain):
             result = hook.fn(payload)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 result = await result
             if result is not None:
                 return result
-        await trio.lowlevel.checkpoint()
         return None
 
     async def parallel(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> None:
