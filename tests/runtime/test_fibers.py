@@ -220,7 +220,7 @@ def test_sync_call_of_async_disposer_says_what_to_do() -> None:
         pass
 
     off = Disposer(teardown, label="x")
-    with pytest.raises(TypeError, match="await off.aclose"):
+    with pytest.raises(TypeError, match=r"await off\.aclose"):
         off()
 
 
