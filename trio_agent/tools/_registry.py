@@ -1,0 +1,560 @@
+"""``ctx.tools``: the scoped tool registry and the guarded execution pipeline."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NoReturn, final
+
+import attrs
+import trio
+
+from .._serde import unstructure
+from ..ids import CallId
+from ..llm import ContentBlock, TextBlock, ToolResult, ToolSchema
+from ..runtime import Context, Disposer, Scope, Service
+from ._arguments import ArgumentsError, parse_arguments_text, structure_arguments
+from ._errors import ToolConflictError, ToolRestrictionError
+from ._types import (
+    DENIED,
+    INVALID_ARGS,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
+    UNKNOWN_TOOL,
+    Accept,
+    AgentLike,
+    Allow,
+    ApprovalService,
+    Ask,
+    Block,
+    Deny,
+    PostExecute,
+    Tool,
+    ToolCallContext,
+    ToolChange,
+    ToolExecution,
+    ToolInvocation,
+    ToolResultNotice,
+    aborted_result,
+    as_content,
+    error_result,
+    is_content_block,
+)
+
+__all__ = ["Guard", "ToolRegistry"]
+
+logger = logging.getLogger("trio_agent.tools")
+
+#: A guard: ``fn(execution)`` returns a deny reason, or None to let the call pass.
+Guard = Callable[[ToolExecution], "str | None"]
+
+#: How many names an ``UNKNOWN_TOOL`` message lists before "and N more".
+_LISTED_NAMES = 20
+
+
+@attrs.define(eq=False)
+class _ToolEntry:
+    tool: Tool
+    owner: str
+
+
+@attrs.define(eq=False)
+class _GuardEntry:
+    fn: Guard
+    label: str
+
+
+@attrs.frozen(eq=False)
+class _Restriction:
+    allow: frozenset[str] | None
+    deny: frozenset[str]
+
+    def admits(self, name: str) -> bool:
+        return (self.allow is None or name in self.allow) and name not in self.deny
+
+
+@final
+@attrs.define(eq=False)
+class _Call:
+    """One execution in flight: what the stages share."""
+
+    execution: ToolExecution
+    scope: Scope | None
+    parsed: dict[str, Any] | str
+    started: bool = False
+
+
+class _StageFailed(Exception):
+    """A listener, guard or the approval service failed; ``result`` is final."""
+
+    def __init__(self, result: ToolResult) -> None:
+        super().__init__(result.text)
+        self.result = result
+
+
+async def _allow() -> object:
+    return Allow()
+
+
+async def _accept() -> object:
+    return Accept()
+
+
+@final
+class ToolRegistry(Service, name="tools"):
+    """The ``ctx.tools`` service: registration by scope, and the guarded execution pipeline.
+
+    Registrations are filed under the context the service was read from: ``ctx.tools`` on a
+    plugin's context registers globally (owned by that plugin's fiber), ``agent.ctx.tools``
+    registers for that agent only (owned by the agent's scope). Each returns a
+    :class:`~trio_agent.runtime.Disposer`; the owner unloading undoes it too.
+
+    What a call *sees* is chosen by the ``agent`` argument (of :meth:`schemas`, :meth:`get`, or
+    the :class:`ToolInvocation`): the global tools minus that agent's restrictions, overlaid by
+    the agent's own tools. A tool outside that view does not exist for the call.
+
+    Events (dispatched at the agent's scope, or globally without an agent):
+
+    ============================  =========  =================================================
+    ``tools/pre-execute``         waterfall  ``(ToolExecution, next)`` → Allow | Deny | Ask
+    ``tools/execute``             waterfall  ``(ToolExecution, next)`` → ToolResult
+    ``tools/post-execute``        waterfall  ``(PostExecute, next)`` → Accept | Block
+    ``tools/result``              emit       ``ToolResultNotice``
+    ``tools/change``              emit       ``ToolChange`` (aimed at the registering scope)
+    ============================  =========  =================================================
+    """
+
+    def __init__(self, ctx: Context, config: None = None) -> None:
+        super().__init__(ctx, config)
+        self._tools: dict[Scope | None, dict[str, _ToolEntry]] = {}
+        self._guards: dict[Scope | None, list[_GuardEntry]] = {}
+        self._restrictions: dict[Scope, list[_Restriction]] = {}
+
+    # --- registration ---------------------------------------------------------------------
+
+    def register(self, tool: Tool) -> Disposer:
+        """Register ``tool`` in the caller's layer (global, or the calling agent's scope).
+
+        An agent-scoped tool shadows a global one of the same name for that agent. The
+        registration is owned by the caller's fiber and undone when it unloads.
+
+        Raises:
+            ToolConflictError: a tool of this name is already registered in the same layer.
+            InactiveContextError: the caller's fiber is unloading or gone.
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(
+                f"register() takes a Tool (build one with @tool), got {type(tool).__name__}"
+            )
+        caller = self.caller
+        caller.fiber.check_active("register a tool on")
+        scope = caller.scope
+        existing = self._tools.get(scope, {}).get(tool.name)
+        if existing is not None:
+            if scope is None:
+                where = "globally"
+                fix = (
+                    "dispose that registration first, choose another name, or register it on "
+                    "an agent's context (agent.ctx.tools.register) to shadow it for one agent"
+                )
+            else:
+                where = f"in {scope!r}"
+                fix = "dispose that registration first, or choose another name"
+            raise ToolConflictError(
+                f'tool "{tool.name}" is already registered {where} (by {existing.owner}); {fix}'
+            )
+        entry = _ToolEntry(tool, caller.fiber.name)
+        self._tools.setdefault(scope, {})[tool.name] = entry
+
+        def unregister() -> None:
+            layer = self._tools.get(scope)
+            if layer is None or layer.get(tool.name) is not entry:
+                return
+            del layer[tool.name]
+            if not layer:
+                del self._tools[scope]
+            self._changed("unregister", tool, scope)
+
+        disposer = caller.defer(unregister, label=f"tool {tool.name}")
+        self._changed("register", tool, scope)
+        return disposer
+
+    def guard(self, fn: Guard) -> Disposer:
+        """Add a guard in the caller's layer: ``fn(execution) -> deny reason | None``.
+
+        Guards are synchronous and run after ``tools/pre-execute`` allowed a call: global
+        guards first, then the agent's, each layer in registration order. The first reason
+        denies the call (``DENIED``); a guard can never re-allow a denied call.
+        """
+        if not callable(fn) or inspect.iscoroutinefunction(fn):
+            raise TypeError(
+                "guard() takes a synchronous callable (execution) -> reason | None; do "
+                "asynchronous checks in a tools/pre-execute listener"
+            )
+        caller = self.caller
+        caller.fiber.check_active("add a tool guard on")
+        scope = caller.scope
+        entry = _GuardEntry(fn, getattr(fn, "__qualname__", None) or repr(fn))
+        self._guards.setdefault(scope, []).append(entry)
+
+        def remove() -> None:
+            guards = self._guards.get(scope, [])
+            if entry in guards:
+                guards.remove(entry)
+                if not guards:
+                    del self._guards[scope]
+
+        return caller.defer(remove, label=f"tool guard {entry.label}")
+
+    def restrict(
+        self, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
+    ) -> Disposer:
+        """Limit which inherited (global) tools the calling agent sees.
+
+        ``allow`` keeps only the named tools (later globals stay hidden); ``deny`` hides the
+        named ones (later globals are visible). Several restrictions intersect. The agent's own
+        tools are never restricted. A restricted tool is invisible: absent from
+        :meth:`schemas`, and calling it ends ``UNKNOWN_TOOL``.
+
+        Raises:
+            ToolRestrictionError: called from a global context, with neither list, or with a
+                name that is not a currently known inherited tool.
+        """
+        caller = self.caller
+        scope = caller.scope
+        if scope is None:
+            raise ToolRestrictionError(
+                "restrict() applies to one agent: call it through the agent's context "
+                "(agent.ctx.tools.restrict(...)); to refuse a tool everywhere, add a guard "
+                "or unregister the tool"
+            )
+        if allow is None and deny is None:
+            raise ToolRestrictionError("restrict() needs allow=[...], deny=[...], or both")
+        caller.fiber.check_active("restrict tools on")
+        known = set(self._inherited(scope))
+        restriction = _Restriction(
+            None if allow is None else _names(allow, "allow", known),
+            frozenset() if deny is None else _names(deny, "deny", known),
+        )
+        self._restrictions.setdefault(scope, []).append(restriction)
+
+        def lift() -> None:
+            restrictions = self._restrictions.get(scope, [])
+            if restriction in restrictions:
+                restrictions.remove(restriction)
+                if not restrictions:
+                    del self._restrictions[scope]
+
+        return caller.defer(lift, label="tool restriction")
+
+    def _changed(self, action: Any, tool: Tool, scope: Scope | None) -> None:
+        self.ctx.emit("tools/change", ToolChange(action, tool, scope), target=scope)
+
+    # --- views ----------------------------------------------------------------------------
+
+    def _inherited(self, scope: Scope) -> dict[str, Tool]:
+        """Global tools overlaid by the ancestor scopes' (nearer wins), before restrictions."""
+        view = {name: e.tool for name, e in self._tools.get(None, {}).items()}
+        for layer in reversed(scope.chain[1:]):
+            view.update((name, e.tool) for name, e in self._tools.get(layer, {}).items())
+        return view
+
+    def _view(self, scope: Scope | None) -> dict[str, Tool]:
+        if scope is None:
+            return {name: e.tool for name, e in self._tools.get(None, {}).items()}
+        view = self._inherited(scope)
+        restrictions = [r for s in scope.chain for r in self._restrictions.get(s, ())]
+        if restrictions:
+            view = {n: t for n, t in view.items() if all(r.admits(n) for r in restrictions)}
+        view.update((name, e.tool) for name, e in self._tools.get(scope, {}).items())
+        return view
+
+    def get(self, name: str, agent: AgentLike | None = None) -> Tool | None:
+        """The tool ``agent`` (or a call outside any agent) sees under ``name``, or None."""
+        return self._view(_scope_of(agent)).get(name)
+
+    def schemas(self, agent: AgentLike | None = None) -> tuple[ToolSchema, ...]:
+        """Fresh schemas of the tools visible to ``agent``, sorted by name."""
+        view = self._view(_scope_of(agent))
+        return tuple(view[name].schema for name in sorted(view))
+
+    def is_concurrency_safe(self, name: str, agent: AgentLike | None = None) -> bool:
+        """Whether the visible tool ``name`` may run in parallel (False when unknown)."""
+        tool = self.get(name, agent)
+        return tool is not None and tool.concurrency_safe
+
+    # --- execution ------------------------------------------------------------------------
+
+    async def execute(self, invocation: ToolInvocation) -> ToolResult:
+        """Run one tool call through the pipeline and return its result.
+
+        ``tools/pre-execute`` (Allow / Deny / Ask → ``approval``) → guards → ``tools/execute``
+        around the dispatch (resolve, validate, run the body under its timeout) →
+        ``tools/post-execute`` (Accept / Block) → ``tools/result``. A denial still goes through
+        post-execute; a failing listener, guard or approval service ends the call at once with
+        ``TOOL_ERROR`` (naming the stage). The final result always carries
+        ``invocation.call_id``.
+
+        Never raises for tool-level problems: unknown tools, invalid arguments, raising
+        bodies, denials and timeouts all become error results.
+
+        Cancellation: if the calling scope is cancelled, :class:`trio.Cancelled` propagates;
+        ``tools/result`` first records ``ABORTED`` (the body had started) or
+        ``ABORTED_BEFORE_DISPATCH``. Always a checkpoint.
+        """
+        agent = invocation.agent
+        scope = _scope_of(agent)
+        parsed = parse_arguments_text(invocation.arguments)
+        execution = ToolExecution(
+            call_id=invocation.call_id,
+            name=invocation.name,
+            arguments=invocation.arguments,
+            parsed_arguments=copy.deepcopy(parsed) if isinstance(parsed, dict) else None,
+            agent=agent,
+            tool=self._view(scope).get(invocation.name),
+        )
+        call = _Call(execution, scope, parsed)
+        try:
+            await trio.lowlevel.checkpoint()
+            result = await self._pipeline(call)
+        except BaseException:
+            self._publish(call, aborted_result(invocation.call_id, call.started))
+            raise
+        self._publish(call, result)
+        return result
+
+    async def _pipeline(self, call: _Call) -> ToolResult:
+        try:
+            reason = await self._pre_execute(call)
+            if reason is None:
+                reason = self._run_guards(call)
+            if reason is None:
+                result = await self._execute(call)
+            else:
+                result = error_result(call.execution.call_id, DENIED, reason)
+            return await self._post_execute(call, result)
+        except _StageFailed as failed:
+            return failed.result
+
+    def _publish(self, call: _Call, result: ToolResult) -> None:
+        self.ctx.emit("tools/result", ToolResultNotice(call.execution, result), target=call.scope)
+
+    def _fail(self, call: _Call, stage: str, problem: str | Exception) -> NoReturn:
+        if isinstance(problem, Exception):
+            logger.error(
+                "%s failed for tool call %s (%s)",
+                stage,
+                call.execution.call_id,
+                call.execution.name,
+                exc_info=problem,
+            )
+            problem = f"{type(problem).__name__}: {problem}"
+        raise _StageFailed(
+            error_result(call.execution.call_id, TOOL_ERROR, f"{stage} failed: {problem}")
+        )
+
+    # --- stages ---------------------------------------------------------------------------
+
+    async def _pre_execute(self, call: _Call) -> str | None:
+        """Run the policy; return a deny reason, or None when the call may proceed."""
+        stage = "tools/pre-execute"
+        try:
+            decision = await self.ctx.waterfall(stage, call.execution, _allow, target=call.scope)
+        except Exception as exc:
+            self._fail(call, stage, exc)
+        if isinstance(decision, Allow):
+            return None
+        if isinstance(decision, Deny):
+            return decision.reason or f'tool "{call.execution.name}" was denied by policy'
+        if isinstance(decision, Ask):
+            return await self._ask(call, decision.reason)
+        self._fail(
+            call,
+            stage,
+            f"a listener returned {decision!r}; expected Allow(), Deny(reason) or Ask()",
+        )
+
+    async def _ask(self, call: _Call, reason: str | None) -> str | None:
+        what = f'tool "{call.execution.name}" requires approval' + (
+            f" ({reason})" if reason else ""
+        )
+        approval: ApprovalService | None = self.ctx.get("approval")
+        if approval is None:
+            return (
+                f"{what}, but no approval service is mounted; mount one (ctx.approval) or "
+                "have the tools/pre-execute policy answer Allow() or Deny()"
+            )
+        try:
+            granted = await approval.request(call.execution, reason)
+        except Exception as exc:
+            self._fail(call, "approval service", exc)
+        if granted is True:
+            return None
+        if granted is False:
+            return f"{what} and was not approved"
+        self._fail(
+            call, "approval service", f"request() returned {granted!r}; expected True or False"
+        )
+
+    def _run_guards(self, call: _Call) -> str | None:
+        scope = call.scope
+        layers: list[Scope | None] = [None, *(reversed(scope.chain) if scope else ())]
+        for entry in [g for layer in layers for g in self._guards.get(layer, ())]:
+            stage = f"guard {entry.label}"
+            try:
+                verdict: object = entry.fn(call.execution)
+            except Exception as exc:
+                self._fail(call, stage, exc)
+            if verdict is None:
+                continue
+            if isinstance(verdict, str):
+                return verdict or f'tool "{call.execution.name}" was denied by a guard'
+            if inspect.isawaitable(verdict):
+                close = getattr(verdict, "close", None)
+                if close is not None:
+                    close()
+            self._fail(
+                call, stage, f"it returned {verdict!r}; expected a deny reason (str) or None"
+            )
+        return None
+
+    async def _execute(self, call: _Call) -> ToolResult:
+        stage = "tools/execute"
+        dispatch = functools.partial(self._dispatch, call)
+        try:
+            result = await self.ctx.waterfall(stage, call.execution, dispatch, target=call.scope)
+        except Exception as exc:
+            self._fail(call, stage, exc)
+        if not isinstance(result, ToolResult):
+            self._fail(call, stage, f"a listener returned {result!r}; expected a ToolResult")
+        return _with_call_id(result, call.execution.call_id)
+
+    async def _post_execute(self, call: _Call, result: ToolResult) -> ToolResult:
+        stage = "tools/post-execute"
+        payload = PostExecute(call.execution, result)
+        try:
+            decision = await self.ctx.waterfall(stage, payload, _accept, target=call.scope)
+        except Exception as exc:
+            self._fail(call, stage, exc)
+        if isinstance(decision, Accept):
+            if decision.content is None:
+                return result
+            return attrs.evolve(result, content=decision.content)
+        if isinstance(decision, Block):
+            feedback = decision.feedback or "tool result blocked by post-execute policy"
+            return ToolResult(
+                call.execution.call_id, (TextBlock(feedback),), is_error=True, code=DENIED
+            )
+        self._fail(
+            call, stage, f"a listener returned {decision!r}; expected Accept() or Block(feedback)"
+        )
+
+    # --- dispatch (the innermost tools/execute) -------------------------------------------
+
+    async def _dispatch(self, call: _Call) -> ToolResult:
+        execution = call.execution
+        call_id, name = execution.call_id, execution.name
+        view = self._view(call.scope)
+        tool = view.get(name)
+        if tool is None:
+            return error_result(call_id, UNKNOWN_TOOL, _unknown_tool(name, view))
+        if isinstance(call.parsed, str):
+            return error_result(
+                call_id, INVALID_ARGS, f'invalid arguments for tool "{name}": {call.parsed}'
+            )
+        try:
+            arguments = structure_arguments(tool.arguments_type, call.parsed)
+        except ArgumentsError as exc:
+            return error_result(
+                call_id, INVALID_ARGS, f'invalid arguments for tool "{name}": {exc}'
+            )
+        context = ToolCallContext(call_id, name, execution.agent)
+        timeout = math.inf if tool.timeout is None else tool.timeout
+        call.started = True
+        try:
+            with trio.move_on_after(timeout) as deadline:
+                value = await tool.body(arguments, context)
+        except Exception as exc:
+            logger.warning("tool %r raised (call %s)", name, call_id, exc_info=exc)
+            return error_result(
+                call_id,
+                TOOL_ERROR,
+                str(exc) or type(exc).__name__,
+                additional_context=context.deferred,
+            )
+        if deadline.cancelled_caught:
+            return error_result(
+                call_id,
+                TOOL_TIMEOUT,
+                f"tool call timed out after {tool.timeout:g}s",
+                additional_context=context.deferred,
+            )
+        if isinstance(value, ToolResult):
+            return attrs.evolve(
+                value,
+                call_id=call_id,
+                additional_context=(*context.deferred, *value.additional_context),
+                concludes_turn=value.concludes_turn or context.concludes_turn,
+            )
+        return ToolResult(
+            call_id,
+            render_value(value),
+            additional_context=context.deferred,
+            concludes_turn=context.concludes_turn,
+        )
+
+
+def _scope_of(agent: AgentLike | None) -> Scope | None:
+    return None if agent is None else agent.ctx.scope
+
+
+def _names(names: Iterable[str], label: str, known: set[str]) -> frozenset[str]:
+    if isinstance(names, str):
+        raise ToolRestrictionError(f"restrict({label}=...) takes a list of tool names, not a str")
+    chosen = frozenset(names)
+    unknown = sorted(chosen - known)
+    if unknown:
+        raise ToolRestrictionError(
+            f"restrict({label}=...) names unknown tool(s) {', '.join(unknown)}; known global "
+            f"tools: {', '.join(sorted(known)) or '(none)'}"
+        )
+    return chosen
+
+
+def _unknown_tool(name: str, view: Mapping[str, Tool]) -> str:
+    names = sorted(view)
+    if not names:
+        return f'unknown tool "{name}"; no tools are available'
+    listed = ", ".join(names[:_LISTED_NAMES])
+    if len(names) > _LISTED_NAMES:
+        listed += f", and {len(names) - _LISTED_NAMES} more"
+    return f'unknown tool "{name}"; available tools: {listed}'
+
+
+def _with_call_id(result: ToolResult, call_id: CallId) -> ToolResult:
+    return result if result.call_id == call_id else attrs.evolve(result, call_id=call_id)
+
+
+def render_value(value: object) -> tuple[ContentBlock, ...]:
+    """A tool body's return value as content.
+
+    ``str`` → one text block; a content block or a non-empty sequence of blocks → as is;
+    ``None`` → no content; anything else → JSON text via the shared converter (dicts, lists,
+    attrs values, numbers), or ``str(value)`` when it has no JSON form.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str) or is_content_block(value):
+        return as_content(value)
+    if isinstance(value, tuple | list) and value and all(map(is_content_block, value)):
+        return tuple(value)
+    try:
+        text = json.dumps(unstructure(value), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        text = str(value)
+    return (TextBlock(text),)
