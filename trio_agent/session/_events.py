@@ -1,0 +1,365 @@
+"""The session log's values: the event envelope, the header and the typed payload of each core event.
+
+Every payload class is a frozen, keyword-only attrs value whose JSON form (through the one
+converter in :mod:`trio_agent._serde`) is the ``data`` of its event. ``event_type`` names the event
+type it belongs to::
+
+    session.append(TurnStart.event_type, TurnStart(turn=1))
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import types
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+
+import attrs
+import cattrs
+
+from .. import _serde
+from ..ids import CallId, SessionId
+from ..llm import (
+    FinishReason,
+    LlmCallConfig,
+    LlmFailure,
+    Message,
+    StreamChunk,
+    ToolResult,
+    ToolSchema,
+    Usage,
+)
+from ._errors import EventPayloadError
+
+__all__ = [
+    "EVENT_PAYLOADS",
+    "SESSION_FORMAT_VERSION",
+    "AssistantChunk",
+    "AssistantMessageEvent",
+    "ContextMessageEvent",
+    "LlmRetry",
+    "PromptBlocked",
+    "RequestHeader",
+    "SessionEndSeed",
+    "SessionEvent",
+    "SessionHeader",
+    "SteeringMessageEvent",
+    "StepEnd",
+    "StepStart",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnEnd",
+    "TurnEndReason",
+    "TurnStart",
+    "UserMessageEvent",
+    "structure_payload",
+]
+
+P = TypeVar("P")
+
+#: Version of the header/event layout, written into every :class:`SessionHeader`.
+SESSION_FORMAT_VERSION = 1
+
+#: Why a turn ended. ``interrupted`` is written only by crash repair (:func:`repair_closers`).
+TurnEndReason: TypeAlias = Literal[
+    "completed", "max-tokens", "rejected", "aborted", "disposed", "error", "interrupted"
+]
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+
+_UNSET = _Unset.UNSET
+
+
+# --- envelope and header --------------------------------------------------------------------
+
+
+@attrs.frozen
+class SessionEvent:
+    """One entry of a session log.
+
+    ``seq`` is the event's index in the log (from 0, no gaps), ``type`` its event type
+    (``"turn/start"``, or any type a plugin logs), ``time`` the wall-clock time of the append in
+    epoch seconds, and ``data`` its lossless-JSON payload. ``data`` is a snapshot owned by the log:
+    read it, never mutate it.
+    """
+
+    seq: int
+    type: str
+    time: float
+    data: dict[str, Any]
+    _payload: object = attrs.field(default=_UNSET, init=False, eq=False, repr=False)
+
+    @property
+    def payload(self) -> object:
+        """The typed payload (:class:`TurnStart`, :class:`ToolResultEvent` ...) of a core event.
+
+        Structured from ``data`` on first access and cached. For an event type with no registered
+        payload class (a plugin's own type) this is ``data`` itself.
+
+        Raises:
+            EventPayloadError: ``data`` does not fit the payload class of ``type``.
+        """
+        cached = self._payload
+        if cached is _UNSET:
+            cached = structure_payload(self.type, self.data, seq=self.seq)
+            object.__setattr__(self, "_payload", cached)
+        return cached
+
+    def payload_as(self, cls: builtins.type[P]) -> P:
+        """:attr:`payload`, checked to be a ``cls`` (for typed code).
+
+        Raises:
+            TypeError: the payload is not a ``cls``.
+        """
+        payload = self.payload
+        if not isinstance(payload, cls):
+            raise TypeError(
+                f"event seq {self.seq} ({self.type!r}) has a {type(payload).__name__} payload, "
+                f"not a {cls.__name__}; check event.type before asking for a payload class"
+            )
+        return payload
+
+    def _cache_payload(self, payload: object) -> None:
+        object.__setattr__(self, "_payload", payload)
+
+
+@attrs.frozen(kw_only=True)
+class SessionHeader:
+    """What a session is, independent of its events.
+
+    ``cwd`` is the absolute working directory the session was created for (or ``None``),
+    ``parent_session`` the session it was forked from, ``seed_length`` how many events it was
+    seeded with (``None`` when it was not seeded; for a fork, the fork boundary + 1),
+    ``created_at`` epoch seconds, ``meta`` free-form lossless-JSON metadata, ``version`` the
+    layout version (:data:`SESSION_FORMAT_VERSION`).
+    """
+
+    session_id: SessionId
+    created_at: float
+    cwd: str | None = None
+    parent_session: SessionId | None = None
+    seed_length: int | None = None
+    meta: dict[str, Any] = attrs.field(factory=dict)
+    version: int = SESSION_FORMAT_VERSION
+
+
+# --- payloads -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TurnStart:
+    """``turn/start``: turn number ``turn`` begins (turns count from 1)."""
+
+    event_type: ClassVar[str] = "turn/start"
+    turn: int
+
+
+@attrs.frozen(kw_only=True)
+class UserMessageEvent:
+    """``user/message``: a prompt accepted into turn ``turn``; part of the model history."""
+
+    event_type: ClassVar[str] = "user/message"
+    turn: int
+    message: Message
+
+
+@attrs.frozen(kw_only=True)
+class PromptBlocked:
+    """``prompt/blocked``: ``agent/prompt-submit`` refused ``message``; not model-visible."""
+
+    event_type: ClassVar[str] = "prompt/blocked"
+    turn: int
+    message: Message
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class StepStart:
+    """``step/start``: step ``step`` (from 1 within the turn) begins."""
+
+    event_type: ClassVar[str] = "step/start"
+    turn: int
+    step: int
+
+
+@attrs.frozen(kw_only=True)
+class RequestHeader:
+    """``request/header``: the model, system prompt and tools of the requests that follow.
+
+    Logged only when it differs from the previous one.
+    """
+
+    event_type: ClassVar[str] = "request/header"
+    turn: int
+    step: int
+    config: LlmCallConfig
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AssistantChunk:
+    """``assistant/chunk``: one stream chunk as the model produced it (for UIs and replay)."""
+
+    event_type: ClassVar[str] = "assistant/chunk"
+    turn: int
+    step: int
+    chunk: StreamChunk
+
+
+@attrs.frozen(kw_only=True)
+class AssistantMessageEvent:
+    """``assistant/message``: the assembled answer of one step; part of the model history.
+
+    ``interrupted`` marks the partial message kept when a cancel cut the stream short.
+    """
+
+    event_type: ClassVar[str] = "assistant/message"
+    turn: int
+    step: int
+    message: Message
+    finish: FinishReason
+    usage: Usage | None = None
+    interrupted: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallEvent:
+    """``tool/call``: the loop is about to execute tool ``name`` for call ``call_id``."""
+
+    event_type: ClassVar[str] = "tool/call"
+    turn: int
+    step: int
+    call_id: CallId
+    name: str
+    arguments: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultEvent:
+    """``tool/result``: the outcome of call ``call_id``; part of the model history.
+
+    ``call_id`` is authoritative: the derived tool-result message answers ``call_id``, whatever
+    ``result.call_id`` says.
+    """
+
+    event_type: ClassVar[str] = "tool/result"
+    turn: int
+    step: int
+    call_id: CallId
+    result: ToolResult
+
+
+@attrs.frozen(kw_only=True)
+class ContextMessageEvent:
+    """``context/message``: context added without a prompt (``inject``, tool additional context)."""
+
+    event_type: ClassVar[str] = "context/message"
+    turn: int
+    message: Message
+    step: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SteeringMessageEvent:
+    """``steering/message``: a message steered into the running turn between steps."""
+
+    event_type: ClassVar[str] = "steering/message"
+    turn: int
+    message: Message
+    step: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StepEnd:
+    """``step/end``: step ``step`` of turn ``turn`` is over."""
+
+    event_type: ClassVar[str] = "step/end"
+    turn: int
+    step: int
+
+
+@attrs.frozen(kw_only=True)
+class TurnEnd:
+    """``turn/end``: turn ``turn`` is over, for ``reason``; ``error`` details an ``error`` turn."""
+
+    event_type: ClassVar[str] = "turn/end"
+    turn: int
+    reason: TurnEndReason
+    error: LlmFailure | None = None
+
+
+@attrs.frozen(kw_only=True)
+class LlmRetry:
+    """``llm/retry``: attempt ``attempt`` of a request failed with ``failure``; retrying after
+    ``delay`` seconds."""
+
+    event_type: ClassVar[str] = "llm/retry"
+    turn: int
+    step: int
+    attempt: int
+    delay: float
+    failure: LlmFailure
+
+
+@attrs.frozen(kw_only=True)
+class SessionEndSeed:
+    """``session/end-seed``: the events before it were copied in (seed, fork, resume)."""
+
+    event_type: ClassVar[str] = "session/end-seed"
+
+
+_PAYLOAD_CLASSES: tuple[type, ...] = (
+    TurnStart,
+    UserMessageEvent,
+    PromptBlocked,
+    StepStart,
+    RequestHeader,
+    AssistantChunk,
+    AssistantMessageEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ContextMessageEvent,
+    SteeringMessageEvent,
+    StepEnd,
+    TurnEnd,
+    LlmRetry,
+    SessionEndSeed,
+)
+
+#: Event type → payload class of every core event type (read-only).
+EVENT_PAYLOADS: Mapping[str, type] = types.MappingProxyType(
+    {cls.event_type: cls for cls in _PAYLOAD_CLASSES}  # type: ignore[attr-defined]
+)
+
+#: Payload classes whose instances are deeply immutable, so an appended instance can be kept as
+#: the event's payload instead of being structured again from the snapshot. ``RequestHeader`` is
+#: left out: ``ToolSchema.parameters`` is a caller-owned mapping.
+SHAREABLE_PAYLOADS: frozenset[type] = frozenset(_PAYLOAD_CLASSES) - {RequestHeader}
+
+
+def structure_payload(event_type: str, data: dict[str, Any], *, seq: int | None = None) -> object:
+    """Structure ``data`` into the payload class of ``event_type`` (``data`` if none).
+
+    Raises:
+        EventPayloadError: ``data`` does not fit, with the bad paths named.
+    """
+    cls = EVENT_PAYLOADS.get(event_type)
+    if cls is None:
+        return data
+    try:
+        return _serde.structure(data, cls)
+    except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            details = "; ".join(cattrs.transform_error(exc, path="data"))
+        else:
+            details = f"{type(exc).__name__}: {exc}"
+        where = f"event seq {seq} " if seq is not None else "event "
+        raise EventPayloadError(
+            f"{where}({event_type!r}) does not match {cls.__name__}: {details}; log a "
+            f"{cls.__name__} (or its unstructured form) for {event_type!r} events"
+        ) from exc
