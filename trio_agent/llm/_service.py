@@ -1,0 +1,297 @@
+"""``ctx.llm``: the adapter registry and the guarded ``llm/stream`` pipeline."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, final
+
+import attrs
+import trio
+
+from ..runtime import Context, Disposer, Service
+from ._adapter import LlmAdapter
+from ._assembler import BlockAssembler
+from ._errors import AdapterConflictError, NoAdapterError
+from ._retry import RetryPolicy
+from ._types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    GenerateRequest,
+    LlmError,
+    LlmFailure,
+    Message,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    UsageChunk,
+)
+
+__all__ = ["Generation", "LlmService", "LlmStreamCall"]
+
+logger = logging.getLogger("trio_agent.llm")
+
+_DELTA_TYPES = (TextDelta, ReasoningDelta, ToolCallDelta, BlockStart, BlockEnd)
+_DEFAULT_POLICY = RetryPolicy()
+
+
+@final
+@attrs.define(eq=False)
+class LlmStreamCall:
+    """The payload of the ``llm/stream`` waterfall.
+
+    A listener ``async def listener(call, next) -> LlmAdapter`` may replace :attr:`request`
+    before ``await next()`` (to re-route to another provider or model, or rewrite messages), or
+    return an adapter of its own instead of calling ``next()`` (short-circuit), or wrap the
+    adapter ``next()`` returns. The innermost ``next()`` returns the adapter registered under
+    ``call.request.config.provider`` (one that fails with ``NO_ADAPTER`` if there is none).
+    """
+
+    request: GenerateRequest
+
+
+@attrs.frozen
+class Generation:
+    """The outcome of :meth:`LlmService.generate`: the assembled message, usage and finish."""
+
+    message: Message
+    usage: Usage | None
+    finish: Finish
+
+
+@final
+@attrs.define(eq=False)
+class _Route:
+    adapter: LlmAdapter
+    policy: RetryPolicy
+
+
+@final
+class _Unavailable:
+    """The adapter ``next()`` answers with when no adapter serves the provider."""
+
+    def __init__(self, provider: str, registered: tuple[str, ...]) -> None:
+        self.name = provider
+        self._registered = registered
+
+    def stream(
+        self, request: GenerateRequest
+    ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
+        raise NoAdapterError(self.name, self._registered)
+
+
+class LlmService(Service, name="llm"):
+    """``ctx.llm``: register adapters by name and stream model calls through them.
+
+    :meth:`stream` is the one way the rest of the harness calls a model. It runs the
+    ``llm/stream`` waterfall (see :class:`LlmStreamCall`) to pick the adapter, then guards the
+    adapter's stream so that the caller always sees a well-formed one:
+
+    * every adapter failure - no adapter (``NO_ADAPTER``, naming the registered adapters), an
+      exception while opening or reading the stream (an :class:`LlmError` gives its
+      ``failure``; anything else becomes ``UNKNOWN`` with the exception text), or a stream
+      that ends without :class:`Finish` (``STREAM_CLOSED``) - becomes exactly one final
+      ``Finish("error", failure)``;
+    * the last chunk is always a :class:`Finish`, nothing follows it, and at most one
+      :class:`UsageChunk` (the latest the adapter reported) comes right before it;
+    * exceptions raised by ``llm/stream`` listeners propagate to the caller unchanged: they
+      are plugin bugs, not model failures.
+
+    Cancellation: the stream belongs to the caller's trio cancel scope. When that scope is
+    cancelled, :class:`trio.Cancelled` propagates out of ``receive()`` and the ``async with``;
+    it is never turned into a chunk inside the cancelled scope and never swallowed, and the
+    adapter's connection is released on the way out. ``Finish("aborted")`` appears only when an
+    adapter itself reports an abort (or raises an :class:`LlmError` with code ``ABORTED``). To
+    record what a cancelled call had produced, keep a :class:`BlockAssembler` and ask it for
+    :meth:`~BlockAssembler.interrupted_message` after the cancelled scope has exited.
+    """
+
+    def __init__(self, ctx: Context, config: Any = None) -> None:
+        super().__init__(ctx, config)
+        self._routes: dict[str, _Route] = {}
+
+    # --- registry ---------------------------------------------------------------------------
+
+    def register(self, adapter: LlmAdapter, *, retry_policy: RetryPolicy | None = None) -> Disposer:
+        """Serve requests whose ``config.provider`` is ``adapter.name`` with ``adapter``.
+
+        The registration belongs to the calling context's fiber: it is undone when that plugin
+        unloads, or earlier by calling the returned disposer. ``retry_policy`` is what
+        :meth:`retry_policy` answers for this provider.
+
+        Raises:
+            AdapterConflictError: an adapter with the same name is already registered.
+            TypeError: ``adapter`` does not implement :class:`LlmAdapter`.
+        """
+        if not isinstance(adapter, LlmAdapter):
+            raise TypeError(
+                f"ctx.llm.register() expects an LlmAdapter (a 'name' and a 'stream(request)' "
+                f"method), got {type(adapter).__name__}"
+            )
+        name = adapter.name
+        if name in self._routes:
+            raise AdapterConflictError(
+                f"an LLM adapter named {name!r} is already registered; unregister it first "
+                "(dispose the plugin that registered it) or give this adapter another name"
+            )
+        route = _Route(adapter, retry_policy or _DEFAULT_POLICY)
+        self.caller.fiber.check_active("register an LLM adapter on")
+        self._routes[name] = route
+
+        def unregister() -> None:
+            if self._routes.get(name) is route:
+                del self._routes[name]
+
+        return self.caller.defer(unregister, label=f"llm adapter {name}")
+
+    def get(self, name: str) -> LlmAdapter | None:
+        """The adapter registered under ``name``, or ``None``."""
+        route = self._routes.get(name)
+        return None if route is None else route.adapter
+
+    def names(self) -> tuple[str, ...]:
+        """The registered adapter names, in registration order."""
+        return tuple(self._routes)
+
+    def retry_policy(self, name: str) -> RetryPolicy:
+        """The retry policy registered with adapter ``name`` (the default policy otherwise)."""
+        route = self._routes.get(name)
+        return _DEFAULT_POLICY if route is None else route.policy
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def stream(
+        self, request: GenerateRequest
+    ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
+        """Call the model: an async context manager yielding a channel of chunks.
+
+        ::
+
+            async with ctx.llm.stream(request) as chunks:
+                async for chunk in chunks:
+                    ...
+
+        See the class docstring for failures and cancellation.
+        """
+        return self._stream(request)
+
+    @contextlib.asynccontextmanager
+    async def _stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
+        call = LlmStreamCall(request)
+
+        async def default() -> LlmAdapter:
+            provider = call.request.config.provider
+            route = self._routes.get(provider)
+            await trio.lowlevel.checkpoint()
+            if route is None:
+                return _Unavailable(provider, tuple(self._routes))
+            return route.adapter
+
+        adapter = await self.caller.waterfall("llm/stream", call, default)
+        if not isinstance(adapter, LlmAdapter):
+            raise TypeError(
+                f"an 'llm/stream' listener returned {type(adapter).__name__}; listeners must "
+                "return an LlmAdapter (usually the result of 'await next()')"
+            )
+        async with _guarded(adapter, call.request) as chunks:
+            yield chunks
+
+    async def generate(self, request: GenerateRequest) -> Generation:
+        """Call the model and wait for the whole answer (failures are in ``finish``)."""
+        assembler = BlockAssembler()
+        async with self.stream(request) as chunks:
+            async for chunk in chunks:
+                assembler.feed(chunk)
+        return Generation(assembler.message(), assembler.usage, assembler.finish)
+
+
+def _failure_of(exc: BaseException, adapter: LlmAdapter) -> LlmFailure:
+    # Unwrap groups of one (an adapter's nursery) to report the real error.
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, LlmError):
+        return exc.failure
+    name = _adapter_name(adapter)
+    logger.warning("LLM adapter %r raised; reporting it as an error finish", name, exc_info=exc)
+    text = str(exc) or type(exc).__name__
+    return LlmFailure("UNKNOWN", f"LLM adapter {name!r} failed: {type(exc).__name__}: {text}")
+
+
+def _adapter_name(adapter: LlmAdapter) -> str:
+    try:
+        return str(adapter.name)
+    except Exception:
+        return type(adapter).__name__
+
+
+def _final(finish: Finish) -> Finish:
+    if finish.reason == "error" and finish.failure is None:
+        return Finish(
+            "error", LlmFailure("UNKNOWN", "the adapter reported an error without details")
+        )
+    if finish.reason == "aborted" and finish.failure is None:
+        return Finish("aborted", LlmFailure("ABORTED", "the adapter aborted the call"))
+    return finish
+
+
+def _finish_for(failure: LlmFailure) -> Finish:
+    return Finish("aborted" if failure.code == "ABORTED" else "error", failure)
+
+
+@trio.as_safe_channel
+async def _guarded(
+    adapter: LlmAdapter, request: GenerateRequest
+) -> AsyncGenerator[StreamChunk, None]:
+    # Runs in as_safe_channel's own task, so an adapter that fails mid-stream (its nursery
+    # cancels us, then re-raises at exit) surfaces here as an exception we can turn into a
+    # final chunk, instead of in the caller's body.
+    usage: UsageChunk | None = None
+    finish: Finish | None = None
+    delivered = False
+    try:
+        async with adapter.stream(request) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, _DELTA_TYPES):
+                    yield chunk
+                elif isinstance(chunk, UsageChunk):
+                    usage = chunk
+                elif isinstance(chunk, Finish):
+                    finish = _final(chunk)
+                    if usage is not None:
+                        yield usage
+                    delivered = True
+                    yield finish
+                    break
+                else:
+                    raise TypeError(
+                        f"the stream yielded {type(chunk).__name__}; adapters must yield "
+                        "StreamChunk values"
+                    )
+    except Exception as exc:
+        if delivered:
+            logger.warning(
+                "LLM adapter %r failed while closing a finished stream; the finish stands",
+                _adapter_name(adapter),
+                exc_info=exc,
+            )
+            return
+        finish = _finish_for(_failure_of(exc, adapter))
+    if delivered:
+        return
+    if finish is None:
+        finish = Finish(
+            "error",
+            LlmFailure(
+                "STREAM_CLOSED",
+                f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a finish",
+            ),
+        )
+    if usage is not None:
+        yield usage
+    yield finish
