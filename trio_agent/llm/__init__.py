@@ -1,5 +1,26 @@
 """The model layer: message and stream vocabulary, the ``ctx.llm`` service and adapters."""
 
+from ._adapter import LlmAdapter as LlmAdapter
+from ._assembler import BlockAssembler as BlockAssembler
+from ._errors import AdapterConflictError as AdapterConflictError
+from ._errors import NoAdapterError as NoAdapterError
+from ._errors import ScriptExhaustedError as ScriptExhaustedError
+from ._offline import OfflineAdapter as OfflineAdapter
+from ._offline import OfflineProvider as OfflineProvider
+from ._openai import OpenAiAdapter as OpenAiAdapter
+from ._openai import OpenAiProvider as OpenAiProvider
+from ._openai import encode_request as encode_request
+from ._openai import http_failure as http_failure
+from ._retry import DEFAULT_RETRY_CODES as DEFAULT_RETRY_CODES
+from ._retry import RetryPolicy as RetryPolicy
+from ._scripted import ScriptedAdapter as ScriptedAdapter
+from ._scripted import ScriptedProvider as ScriptedProvider
+from ._scripted import ScriptedResponse as ScriptedResponse
+from ._service import Generation as Generation
+from ._service import LlmService as LlmService
+from ._service import LlmStreamCall as LlmStreamCall
+from ._sse import SseEvent as SseEvent
+from ._sse import SseParser as SseParser
 from ._types import BlockEnd as BlockEnd
 from ._types import BlockKind as BlockKind
 from ._types import BlockStart as BlockStart
@@ -29,6 +50,9 @@ from ._types import UsageChunk as UsageChunk
 from ._types import message_text as message_text
 
 __all__ = [
+    "DEFAULT_RETRY_CODES",
+    "AdapterConflictError",
+    "BlockAssembler",
     "BlockEnd",
     "BlockKind",
     "BlockStart",
@@ -36,15 +60,31 @@ __all__ = [
     "Finish",
     "FinishReason",
     "GenerateRequest",
+    "Generation",
     "ImageBlock",
+    "LlmAdapter",
     "LlmCallConfig",
     "LlmError",
     "LlmFailure",
+    "LlmService",
+    "LlmStreamCall",
     "Message",
     "MessageSource",
+    "NoAdapterError",
+    "OfflineAdapter",
+    "OfflineProvider",
+    "OpenAiAdapter",
+    "OpenAiProvider",
     "ReasoningBlock",
     "ReasoningDelta",
+    "RetryPolicy",
     "Role",
+    "ScriptExhaustedError",
+    "ScriptedAdapter",
+    "ScriptedProvider",
+    "ScriptedResponse",
+    "SseEvent",
+    "SseParser",
     "StreamChunk",
     "TextBlock",
     "TextDelta",
@@ -55,5 +95,7 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UsageChunk",
+    "encode_request",
+    "http_failure",
     "message_text",
 ]

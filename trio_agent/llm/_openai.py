@@ -1,0 +1,728 @@
+"""An adapter for OpenAI-compatible ``/chat/completions`` endpoints (OpenAI, DeepSeek, vLLM ...)."""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import math
+import os
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, final
+
+import attrs
+import httpx
+import trio
+
+from ..ids import CallId
+from ..runtime import Context
+from ._retry import RetryPolicy
+from ._sse import SseParser
+from ._types import (
+    BlockEnd,
+    BlockKind,
+    BlockStart,
+    ContentBlock,
+    Finish,
+    GenerateRequest,
+    ImageBlock,
+    LlmFailure,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    Usage,
+    UsageChunk,
+)
+
+__all__ = ["OpenAiAdapter", "OpenAiProvider", "encode_request", "http_failure"]
+
+_USER_AGENT = "trio-agent/0.1 (+https://github.com/trio-agent/trio-agent)"
+#: How long shielded cleanup (closing the response) may take after a cancel.
+_CLOSE_BUDGET = 5.0
+#: After ``[DONE]``, how long to wait for the end of the body so the connection can be reused.
+_DRAIN_BUDGET = 0.1
+_API_KEY = re.compile(r"[\x21-\x7e]+")
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context length exceeded"
+    r"|too (?:long|large) for the (?:model|context)|prompt is too long"
+    r"|exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context(?: window| length)?"
+    r"|context window (?:exceeded|is too small)",
+    re.I,
+)
+_QUOTA = re.compile(
+    r"insufficient[_ ]quota|insufficient[_ ]balance|quota exceeded|exceeded your current quota"
+    r"|balance (?:is )?(?:depleted|insufficient|exhausted)|out of credits|billing hard limit",
+    re.I,
+)
+_RATE = re.compile(r"rate[_ ]limit|too many requests|overloaded", re.I)
+
+
+# ------------------------------------------------------------------------------------------------
+# Request encoding
+# ------------------------------------------------------------------------------------------------
+
+
+def _text_of(content: tuple[ContentBlock, ...]) -> str:
+    return "".join(b.text for b in content if isinstance(b, TextBlock))
+
+
+def _encode_message(message: Message, out: list[dict[str, Any]]) -> None:
+    if message.role == "system":
+        out.append({"role": "system", "content": _text_of(message.content)})
+        return
+    if message.role == "assistant":
+        wire: dict[str, Any] = {"role": "assistant", "content": _text_of(message.content)}
+        reasoning = "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
+        if reasoning:
+            wire["reasoning_content"] = reasoning
+        calls = [
+            {
+                "id": b.id,
+                "type": "function",
+                "function": {"name": b.name, "arguments": b.arguments},
+            }
+            for b in message.content
+            if isinstance(b, ToolCallBlock)
+        ]
+        if calls:
+            wire["tool_calls"] = calls
+        out.append(wire)
+        return
+    # user: tool results first (they must follow the assistant's tool calls), then the text
+    for block in message.content:
+        if isinstance(block, ToolResultBlock):
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": block.tool_call_id,
+                    "content": _text_of(block.content) or "(no output)",
+                }
+            )
+    visible = [b for b in message.content if isinstance(b, TextBlock | ImageBlock)]
+    if any(isinstance(b, ImageBlock) for b in visible):
+        parts: list[dict[str, Any]] = []
+        for b in visible:
+            if isinstance(b, TextBlock):
+                parts.append({"type": "text", "text": b.text})
+            else:
+                url = f"data:{b.media_type};base64,{b.data}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        out.append({"role": "user", "content": parts})
+    elif visible or not any(isinstance(b, ToolResultBlock) for b in message.content):
+        out.append({"role": "user", "content": _text_of(message.content)})
+
+
+def encode_request(request: GenerateRequest) -> dict[str, Any]:
+    """The JSON body of a streaming ``/chat/completions`` call for ``request``.
+
+    The system prompt becomes a leading system message; a tool result becomes a ``tool``
+    message; an assistant message keeps ``content`` as a string (``""``, never ``null``), its
+    reasoning as ``reasoning_content`` (DeepSeek needs it passed back) and its ``tool_calls``.
+    Unset options are omitted, never sent as ``null``.
+    """
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        _encode_message(message, messages)
+    config = request.config
+    body: dict[str, Any] = {
+        "model": config.model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                },
+            }
+            for t in request.tools
+        ]
+    if config.max_tokens is not None:
+        body["max_tokens"] = config.max_tokens
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    if config.stop:
+        body["stop"] = list(config.stop)
+    if config.reasoning_effort is not None:
+        body["reasoning_effort"] = config.reasoning_effort
+    return body
+
+
+# ------------------------------------------------------------------------------------------------
+# Error mapping
+# ------------------------------------------------------------------------------------------------
+
+
+def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = math.nan
+        if math.isfinite(ms) and ms > 0:
+            return ms / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - now
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _error_facts(body: bytes) -> tuple[str, str]:
+    """(message, everything classifiers should look at) from an error body."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        data = None
+    message = ""
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict):
+            message = str(error.get("message") or "")
+            facts = " ".join(str(error.get(k) or "") for k in ("code", "type")) + " " + message
+            return message, facts
+        if isinstance(error, str):
+            return error, error
+    return message, text[:500]
+
+
+def http_failure(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    label: str = "API",
+    now: float | None = None,
+) -> LlmFailure:
+    """Map an HTTP error response to an :class:`LlmFailure`.
+
+    401/403 → ``AUTH``; 413 → ``INVALID_REQUEST``; quota or balance wording → ``QUOTA``;
+    429 → ``RATE_LIMIT``; 400 with context-overflow wording → ``CONTEXT_WINDOW_EXCEEDED``,
+    other 400 → ``INVALID_REQUEST``; >= 500 → ``SERVER``; anything else ``HTTP_<status>``.
+    ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` too) becomes ``retry_after``
+    in seconds, ``x-request-id`` the ``request_id``.
+    """
+    message, facts = _error_facts(body)
+    if status in (401, 403):
+        code = "AUTH"
+    elif status == 413:
+        code = "INVALID_REQUEST"
+    elif _QUOTA.search(facts):
+        code = "QUOTA"
+    elif status == 429:
+        code = "RATE_LIMIT"
+    elif status == 400:
+        code = "CONTEXT_WINDOW_EXCEEDED" if _CONTEXT_OVERFLOW.search(facts) else "INVALID_REQUEST"
+    elif status >= 500:
+        code = "SERVER"
+    else:
+        code = f"HTTP_{status}"
+    request_id = headers.get("x-request-id") or headers.get("x-deepseek-request-id")
+    return LlmFailure(
+        code,
+        f"{label} error (HTTP {status}): {message}"
+        if message
+        else f"{label} error (HTTP {status})",
+        status=status,
+        retry_after=_retry_after(headers, time.time() if now is None else now),
+        request_id=request_id or None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Stream decoding
+# ------------------------------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    pass
+
+
+@final
+class _WireBlock:
+    __slots__ = ("call_id", "index", "kind", "name", "parts")
+
+    def __init__(self, index: int, kind: BlockKind) -> None:
+        self.index = index
+        self.kind: BlockKind = kind
+        self.parts: list[str] = []
+        self.call_id = ""
+        self.name = ""
+
+    def build(self) -> ContentBlock:
+        text = "".join(self.parts)
+        if self.kind == "text":
+            return TextBlock(text)
+        if self.kind == "reasoning":
+            return ReasoningBlock(text)
+        return ToolCallBlock(CallId(self.call_id or f"call-{self.index}"), self.name, text)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _usage(data: Mapping[str, Any]) -> Usage:
+    prompt = _int(data.get("prompt_tokens"))
+    details = data.get("prompt_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    if not cached:
+        cached = _int(data.get("prompt_cache_hit_tokens"))
+    completion = data.get("completion_tokens_details")
+    reasoning = _int(completion.get("reasoning_tokens")) if isinstance(completion, dict) else 0
+    return Usage(
+        input_tokens=max(prompt - cached, 0),
+        output_tokens=_int(data.get("completion_tokens")),
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _stream_error(error: object) -> LlmFailure:
+    if isinstance(error, dict):
+        message = str(error.get("message") or "the provider reported an error mid-stream")
+        facts = " ".join(str(error.get(k) or "") for k in ("code", "type")) + " " + message
+    else:
+        message = facts = str(error)
+    if _QUOTA.search(facts):
+        code = "QUOTA"
+    elif _CONTEXT_OVERFLOW.search(facts):
+        code = "CONTEXT_WINDOW_EXCEEDED"
+    elif _RATE.search(facts):
+        code = "RATE_LIMIT"
+    else:
+        code = "SERVER"
+    return LlmFailure(code, f"error in the response stream: {message}")
+
+
+@final
+class _Decoder:
+    """Turn the JSON of ``chat.completion.chunk`` events into stream chunks.
+
+    Block indexes are allocated in first-seen order; block ends, usage and finish are held
+    back until ``[DONE]``.
+    """
+
+    __slots__ = ("blocks", "done", "finish_reason", "reasoning", "text", "tools", "usage")
+
+    def __init__(self) -> None:
+        self.blocks: list[_WireBlock] = []
+        self.text: _WireBlock | None = None
+        self.reasoning: _WireBlock | None = None
+        self.tools: dict[object, _WireBlock] = {}
+        self.finish_reason: str | None = None
+        self.usage: Mapping[str, Any] | None = None
+        self.done = False
+
+    def _open(self, kind: BlockKind, out: list[StreamChunk]) -> _WireBlock:
+        block = _WireBlock(len(self.blocks), kind)
+        self.blocks.append(block)
+        out.append(BlockStart(block.index, kind))
+        return block
+
+    def event(self, data: str) -> tuple[list[StreamChunk], LlmFailure | None]:
+        if data == "[DONE]":
+            return self.close()
+        try:
+            obj = json.loads(data)
+        except ValueError as exc:
+            raise _Malformed(f"an SSE event is not valid JSON ({exc}): {data[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise _Malformed(f"an SSE event is not a JSON object: {data[:120]!r}")
+        choices = obj.get("choices")
+        if "error" in obj and not choices:
+            return [], _stream_error(obj["error"])
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        if choices is None:
+            return [], None
+        if not isinstance(choices, list):
+            raise _Malformed(f"'choices' is not a list: {data[:120]!r}")
+        out: list[StreamChunk] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise _Malformed(f"a choice is not an object: {data[:120]!r}")
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise _Malformed(f"a delta is not an object: {data[:120]!r}")
+            self._delta(delta, out)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
+        return out, None
+
+    def _delta(self, delta: dict[str, Any], out: list[StreamChunk]) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            if self.reasoning is None:
+                self.reasoning = self._open("reasoning", out)
+            self.reasoning.parts.append(reasoning)
+            out.append(ReasoningDelta(self.reasoning.index, reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            if self.text is None:
+                self.text = self._open("text", out)
+            self.text.parts.append(content)
+            out.append(TextDelta(self.text.index, content))
+        calls = delta.get("tool_calls")
+        if not calls:
+            return
+        if not isinstance(calls, list):
+            raise _Malformed("'tool_calls' is not a list")
+        for position, call in enumerate(calls):
+            if not isinstance(call, dict):
+                raise _Malformed("a tool call delta is not an object")
+            key = call.get("index", position)
+            block = self.tools.get(key)
+            if block is None:
+                block = self.tools[key] = self._open("tool-call", out)
+            call_id = call.get("id")
+            if isinstance(call_id, str) and call_id and not block.call_id:
+                block.call_id = call_id
+            function = call.get("function") or {}
+            if not isinstance(function, dict):
+                raise _Malformed("a tool call's 'function' is not an object")
+            name = function.get("name")
+            if isinstance(name, str) and name and not block.name:
+                block.name = name
+            arguments = function.get("arguments") or ""
+            if not isinstance(arguments, str):
+                raise _Malformed("a tool call's 'arguments' is not a string")
+            block.parts.append(arguments)
+            out.append(ToolCallDelta(block.index, CallId(block.call_id), block.name, arguments))
+
+    def close(self) -> tuple[list[StreamChunk], LlmFailure | None]:
+        self.done = True
+        out: list[StreamChunk] = [BlockEnd(b.index, b.build()) for b in self.blocks]
+        if self.usage is not None:
+            out.append(UsageChunk(_usage(self.usage)))
+        reason = self.finish_reason
+        if reason in (None, "stop", "tool_calls", "function_call"):
+            if not self.blocks:
+                return out, LlmFailure(
+                    "EMPTY_RESPONSE", "the model returned a completed response with no content"
+                )
+            out.append(Finish("tool-calls" if self.tools else "stop"))
+        elif reason == "length":
+            out.append(Finish("max-tokens"))
+        else:
+            return out, LlmFailure(reason.upper().replace("-", "_"), f"model stopped: {reason}")
+        return out, None
+
+
+# ------------------------------------------------------------------------------------------------
+# The adapter
+# ------------------------------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@final
+class OpenAiAdapter:
+    """Stream chat completions from an OpenAI-compatible server over one ``httpx`` client.
+
+    Each :meth:`stream` call is one ``POST {base_url}/chat/completions`` with
+    ``stream: true`` and ``stream_options.include_usage`` (see :func:`encode_request`), parsed
+    as server-sent events: ``content`` deltas become a text block, DeepSeek's
+    ``reasoning_content`` a reasoning block, ``tool_calls`` deltas one tool-call block per wire
+    ``index`` (blocks numbered in first-seen order); block ends, usage (``cached_tokens`` /
+    ``prompt_cache_hit_tokens`` are subtracted from the input) and the finish follow
+    ``[DONE]``. ``finish_reason`` maps ``stop`` → stop, ``tool_calls`` → tool-calls, ``length``
+    → max-tokens; any other reason is an error named after it.
+
+    Failures end the stream with ``Finish("error", failure)``: HTTP errors as mapped by
+    :func:`http_failure`; a refused connection or a broken body ``TRANSPORT``; no bytes for
+    ``idle_timeout`` seconds (before the headers or between chunks; SSE comments count as
+    bytes) ``TIMEOUT``; invalid event JSON ``MALFORMED_RESPONSE``; a body that ends without
+    ``[DONE]`` ``STREAM_CLOSED``; a completed answer without any block ``EMPTY_RESPONSE``;
+    a missing or unusable API key ``AUTH``.
+
+    The API key is read from the environment variable ``api_key_env`` on every call (so a
+    rotated key applies to the next call). It is sent only in the ``Authorization`` header:
+    never stored on the adapter, never logged, and redacted from every failure message.
+
+    Cancellation: cancelling the caller's scope raises :class:`trio.Cancelled` out of the
+    stream and closes the HTTP connection (shielded, bounded cleanup). Call :meth:`aclose`
+    when done; streaming afterwards raises :class:`trio.ClosedResourceError`.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "openai",
+        base_url: str = "https://api.openai.com/v1",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        models: tuple[str, ...] = (),
+        idle_timeout: float = 300.0,
+        connect_timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not (idle_timeout > 0 and connect_timeout > 0):
+            raise ValueError(
+                f"idle_timeout and connect_timeout must be > 0 seconds, got {idle_timeout!r} "
+                f"and {connect_timeout!r}"
+            )
+        self._name = name
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.models = tuple(models)
+        self.idle_timeout = idle_timeout
+        self._closed = False
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
+            ),
+            headers={"user-agent": _USER_AGENT, **(headers or {})},
+            transport=transport,
+            trust_env=False,
+        )
+
+    @property
+    def name(self) -> str:
+        """The provider name this adapter serves."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<OpenAiAdapter name={self._name!r} base_url={self.base_url!r}>"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client. Idempotent."""
+        self._closed = True
+        await self._client.aclose()
+
+    def stream(
+        self, request: GenerateRequest
+    ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
+        """Start one streaming call; see the class docstring."""
+        if self._closed:
+            raise trio.ClosedResourceError(
+                f"OpenAI adapter {self._name!r} is closed; streams need a live adapter"
+            )
+        return self._stream(request)
+
+    def _api_key(self) -> tuple[str | None, LlmFailure | None]:
+        if self.api_key_env is None:
+            return None, None
+        key = os.environ.get(self.api_key_env, "").strip()
+        if not key:
+            return None, LlmFailure(
+                "AUTH",
+                f"no API key: the environment variable {self.api_key_env} is not set or empty; "
+                f"export the key for {self.base_url} in it",
+            )
+        if _API_KEY.fullmatch(key) is None:
+            return None, LlmFailure(
+                "AUTH",
+                f"the API key in {self.api_key_env} contains characters that cannot be sent in "
+                "an HTTP header; expected printable ASCII without spaces",
+            )
+        return key, None
+
+    @trio.as_safe_channel
+    async def _stream(self, request: GenerateRequest) -> AsyncGenerator[StreamChunk, None]:
+        key, failure = self._api_key()
+        if failure is not None:
+            yield Finish("error", failure)
+            return
+        headers = {"accept": "text/event-stream"}
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        http_request = self._client.build_request(
+            "POST",
+            f"{self.base_url}/chat/completions",
+            json=encode_request(request),
+            headers=headers,
+        )
+        response: httpx.Response | None = None
+        with trio.move_on_after(self.idle_timeout) as waited:
+            try:
+                response = await self._client.send(http_request, stream=True)
+            except httpx.TimeoutException as exc:
+                failure = LlmFailure(
+                    "TIMEOUT", f"request to {self.base_url} timed out: {_describe(exc)}"
+                )
+            except httpx.TransportError as exc:
+                failure = LlmFailure(
+                    "TRANSPORT", f"request to {self.base_url} failed: {_describe(exc)}"
+                )
+        if waited.cancelled_caught:
+            failure = LlmFailure(
+                "TIMEOUT", f"no response from {self.base_url} within {self.idle_timeout:g} s"
+            )
+        if response is None:
+            assert failure is not None
+            yield Finish("error", _redacted(failure, key))
+            return
+        body = response.aiter_bytes()
+        try:
+            if response.status_code >= 400:
+                failure = await self._error_failure(response)
+                yield Finish("error", _redacted(failure, key))
+                return
+            parser = SseParser()
+            decoder = _Decoder()
+            while True:
+                data, failure = await self._read(body)
+                if failure is not None:
+                    yield Finish("error", _redacted(failure, key))
+                    return
+                events = parser.feed(data) if data is not None else parser.close()
+                for event in events:
+                    try:
+                        chunks, failure = decoder.event(event.data)
+                    except _Malformed as exc:
+                        failure = LlmFailure("MALFORMED_RESPONSE", _redact(str(exc), key))
+                        chunks = []
+                    if decoder.done:
+                        await self._drain(body)
+                    for chunk in chunks:
+                        yield chunk
+                    if failure is not None:
+                        yield Finish("error", _redacted(failure, key))
+                        return
+                    if decoder.done:
+                        return
+                if data is None:
+                    yield Finish(
+                        "error",
+                        LlmFailure(
+                            "STREAM_CLOSED",
+                            f"the event stream from {self.base_url} ended without [DONE]",
+                        ),
+                    )
+                    return
+        finally:
+            with trio.move_on_after(_CLOSE_BUDGET) as cleanup:
+                cleanup.shield = True
+                if isinstance(body, AsyncGenerator):
+                    await body.aclose()
+                await response.aclose()
+
+    async def _read(self, body: AsyncIterator[bytes]) -> tuple[bytes | None, LlmFailure | None]:
+        """The next piece of the body (``None`` at its end), or why there is none."""
+        with trio.move_on_after(self.idle_timeout) as idle:
+            try:
+                return await anext(body, None), None
+            except httpx.TimeoutException as exc:
+                return None, LlmFailure(
+                    "TIMEOUT", f"reading from {self.base_url} timed out: {_describe(exc)}"
+                )
+            except httpx.DecodingError as exc:
+                return None, LlmFailure(
+                    "MALFORMED_RESPONSE",
+                    f"the body from {self.base_url} could not be decoded: {_describe(exc)}",
+                )
+            except httpx.TransportError as exc:
+                return None, LlmFailure(
+                    "TRANSPORT", f"the event stream from {self.base_url} failed: {_describe(exc)}"
+                )
+        assert idle.cancelled_caught
+        return None, LlmFailure(
+            "TIMEOUT", f"no data from {self.base_url} for {self.idle_timeout:g} s (idle timeout)"
+        )
+
+    async def _drain(self, body: AsyncIterator[bytes]) -> None:
+        # Reading the (usually already buffered) end of the body lets the connection be reused.
+        with trio.move_on_after(min(_DRAIN_BUDGET, self.idle_timeout)):
+            try:
+                async for _ in body:
+                    pass
+            except httpx.HTTPError:
+                pass
+
+    async def _error_failure(self, response: httpx.Response) -> LlmFailure:
+        content = b""
+        with trio.move_on_after(self.idle_timeout):
+            try:
+                content = await response.aread()
+            except httpx.HTTPError:
+                pass
+        return http_failure(
+            response.status_code, response.headers, content, label=f"{self._name} API"
+        )
+
+
+def _redact(text: str, key: str | None) -> str:
+    return text.replace(key, "[redacted]") if key and key in text else text
+
+
+def _redacted(failure: LlmFailure, key: str | None) -> LlmFailure:
+    if key and key in failure.message:
+        return attrs.evolve(failure, message=_redact(failure.message, key))
+    return failure
+
+
+@final
+class OpenAiProvider:
+    """Plugin: mount an :class:`OpenAiAdapter` on ``ctx.llm`` and close it on unload.
+
+    Example config (YAML)::
+
+        name: deepseek
+        base_url: https://api.deepseek.com
+        api_key_env: DEEPSEEK_API_KEY
+        models: [deepseek-chat]
+    """
+
+    inject = ("llm",)
+
+    @attrs.frozen(kw_only=True)
+    class Config:
+        """Where the server is, which env var holds the key, timeouts and retry policy."""
+
+        name: str = "openai"
+        base_url: str = "https://api.openai.com/v1"
+        api_key_env: str | None = "OPENAI_API_KEY"
+        models: tuple[str, ...] = ()
+        idle_timeout: float = 300.0
+        connect_timeout: float = 30.0
+        headers: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+        retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+
+    def __init__(self, ctx: Context, config: OpenAiProvider.Config) -> None:
+        self.adapter = OpenAiAdapter(
+            name=config.name,
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            models=config.models,
+            idle_timeout=config.idle_timeout,
+            connect_timeout=config.connect_timeout,
+            headers=config.headers,
+        )
+        ctx.defer(self.adapter.aclose, label=f"close llm adapter {config.name}")
+        ctx.llm.register(self.adapter, retry_policy=config.retry)

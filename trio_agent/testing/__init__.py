@@ -1,0 +1,82 @@
+"""Test helpers for code built on trio-agent: a scripted model and a fake OpenAI server.
+
+Use :class:`ScriptedAdapter` with the response builders (:func:`text`, :func:`tool_call`,
+:func:`max_tokens`, :func:`error`, :func:`hang` ...) to drive an agent without a network, and
+:func:`open_fake_openai_server` to test HTTP-level behaviour against real sockets.
+"""
+
+from ..llm._scripted import ScriptedAdapter as ScriptedAdapter
+from ..llm._scripted import ScriptedProvider as ScriptedProvider
+from ..llm._scripted import ScriptedResponse as ScriptedResponse
+from ..llm._scripted import ScriptItem as ScriptItem
+from ..llm._scripted import error as error
+from ..llm._scripted import hang as hang
+from ..llm._scripted import max_tokens as max_tokens
+from ..llm._scripted import raises as raises
+from ..llm._scripted import raw as raw
+from ..llm._scripted import reasoning as reasoning
+from ..llm._scripted import text as text
+from ..llm._scripted import tool_call as tool_call
+from ._openai_server import DROP as DROP
+from ._openai_server import HANG as HANG
+from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
+from ._openai_server import FakeResponse as FakeResponse
+from ._openai_server import HangResponse as HangResponse
+from ._openai_server import JsonResponse as JsonResponse
+from ._openai_server import Pause as Pause
+from ._openai_server import RecordedRequest as RecordedRequest
+from ._openai_server import SseResponse as SseResponse
+from ._openai_server import completion_chunk as completion_chunk
+from ._openai_server import error_response as error_response
+from ._openai_server import hang_response as hang_response
+from ._openai_server import json_response as json_response
+from ._openai_server import open_fake_openai_server as open_fake_openai_server
+from ._openai_server import sse_comment as sse_comment
+from ._openai_server import sse_done as sse_done
+from ._openai_server import sse_event as sse_event
+from ._openai_server import sse_finish as sse_finish
+from ._openai_server import sse_reasoning as sse_reasoning
+from ._openai_server import sse_reply as sse_reply
+from ._openai_server import sse_response as sse_response
+from ._openai_server import sse_text as sse_text
+from ._openai_server import sse_tool_call as sse_tool_call
+from ._openai_server import sse_usage as sse_usage
+
+__all__ = [
+    "DROP",
+    "HANG",
+    "FakeOpenAiServer",
+    "FakeResponse",
+    "HangResponse",
+    "JsonResponse",
+    "Pause",
+    "RecordedRequest",
+    "ScriptItem",
+    "ScriptedAdapter",
+    "ScriptedProvider",
+    "ScriptedResponse",
+    "SseResponse",
+    "completion_chunk",
+    "error",
+    "error_response",
+    "hang",
+    "hang_response",
+    "json_response",
+    "max_tokens",
+    "open_fake_openai_server",
+    "raises",
+    "raw",
+    "reasoning",
+    "sse_comment",
+    "sse_done",
+    "sse_event",
+    "sse_finish",
+    "sse_reasoning",
+    "sse_reply",
+    "sse_response",
+    "sse_text",
+    "sse_tool_call",
+    "sse_usage",
+    "text",
+    "tool_call",
+]
