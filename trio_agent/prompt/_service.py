@@ -1,0 +1,223 @@
+"""``ctx.system_prompt``: scoped sections and variables, assembly and rendering."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import types
+from collections.abc import Awaitable, Callable
+from typing import Protocol, final
+
+import attrs
+import trio
+
+from ..llm import ToolSchema
+from ..runtime import Context, Disposer, Scope, Service
+from ._errors import PromptConflictError, PromptDefinitionError
+from ._render import VARIABLE_NAME, render_prompt
+from ._types import (
+    AgentLike,
+    PromptAssembleRequest,
+    PromptAssembly,
+    PromptSection,
+    SectionText,
+    VariableProvider,
+)
+
+__all__ = ["SystemPrompt"]
+
+
+class _ToolSchemas(Protocol):
+    """The part of ``ctx.tools`` the prompt reads (looked up by service name, not imported)."""
+
+    def schemas(self, agent: AgentLike | None = None) -> tuple[ToolSchema, ...]: ...
+
+
+@attrs.define(eq=False)
+class _Entry:
+    name: str
+    value: SectionText
+    order: float
+    seq: int
+    owner: str
+
+
+@final
+class SystemPrompt(Service, name="system_prompt"):
+    """The ``ctx.system_prompt`` service: what every model request says before the history.
+
+    Sections and variables are filed under the context the service was read from: global from
+    a plugin's context, per agent from ``agent.ctx`` (an agent's entry shadows a global one of
+    the same name for that agent only). Each registration returns a
+    :class:`~trio_agent.runtime.Disposer` and is undone when its owner unloads.
+
+    The ``persona`` from the config becomes the global section ``persona`` (order 0).
+
+    Events: ``system-prompt/assemble`` (waterfall, ``(PromptAssembleRequest, next)`` →
+    :class:`PromptAssembly`), dispatched at the agent's scope.
+    """
+
+    @attrs.frozen
+    class Config:
+        """``persona``: text shared by every agent, as the first order-0 section."""
+
+        persona: str = ""
+
+    def __init__(self, ctx: Context, config: SystemPrompt.Config | None = None) -> None:
+        super().__init__(ctx, config if config is not None else SystemPrompt.Config())
+        self._sections: dict[Scope | None, dict[str, _Entry]] = {}
+        self._variables: dict[Scope | None, dict[str, _Entry]] = {}
+        self._seq = itertools.count()
+        if self.config.persona:
+            self.section("persona", self.config.persona, order=0)
+
+    # --- registration ---------------------------------------------------------------------
+
+    def section(self, name: str, text: SectionText, order: float = 0) -> Disposer:
+        """Add a section: ``text`` is a str or a provider ``(agent) -> str`` (sync or async).
+
+        Sections render by ``order``, then by registration. A provider is called at each
+        :meth:`assemble` that includes it, with the agent being assembled for (or None).
+
+        Raises:
+            PromptConflictError: ``name`` is already a section in the caller's layer.
+            PromptDefinitionError: an empty name, a non-finite order, or a bad ``text``.
+        """
+        if not isinstance(name, str) or not name:
+            raise PromptDefinitionError(f"section name must be a non-empty str, got {name!r}")
+        if (
+            isinstance(order, bool)
+            or not isinstance(order, int | float)
+            or not math.isfinite(order)
+        ):
+            raise PromptDefinitionError(
+                f'section "{name}": order must be a finite number, got {order!r}'
+            )
+        return self._add(self._sections, "section", name, text, order)
+
+    def variable(self, name: str, provider: VariableProvider) -> Disposer:
+        """Add a variable for ``{{name}}`` references: a str, or ``(agent) -> str | None``.
+
+        Raises:
+            PromptConflictError: ``name`` is already a variable in the caller's layer.
+            PromptDefinitionError: ``name`` does not match ``^[a-z][a-z0-9_]*$``, or a bad
+                provider.
+        """
+        if not isinstance(name, str) or VARIABLE_NAME.fullmatch(name) is None:
+            raise PromptDefinitionError(
+                f"invalid prompt variable name {name!r}: expected ^[a-z][a-z0-9_]*$ "
+                "(lower-case letters, digits and underscores, starting with a letter)"
+            )
+        return self._add(self._variables, "variable", name, provider, 0)
+
+    def _add(
+        self,
+        table: dict[Scope | None, dict[str, _Entry]],
+        kind: str,
+        name: str,
+        value: SectionText,
+        order: float,
+    ) -> Disposer:
+        if not isinstance(value, str) and not callable(value):
+            raise PromptDefinitionError(
+                f'{kind} "{name}": expected a str or a callable (agent) -> str, '
+                f"got {type(value).__name__}"
+            )
+        caller = self.caller
+        caller.fiber.check_active(f"register a prompt {kind} on")
+        scope = caller.scope
+        existing = table.get(scope, {}).get(name)
+        if existing is not None:
+            where = "globally" if scope is None else f"in {scope!r}"
+            raise PromptConflictError(
+                f'prompt {kind} "{name}" is already registered {where} (by {existing.owner}); '
+                "dispose that registration first, choose another name, or register it on an "
+                "agent's context to shadow it for that agent"
+            )
+        entry = _Entry(name, value, order, next(self._seq), caller.fiber.name)
+        table.setdefault(scope, {})[name] = entry
+
+        def remove() -> None:
+            layer = table.get(scope)
+            if layer is not None and layer.get(name) is entry:
+                del layer[name]
+                if not layer:
+                    del table[scope]
+
+        return caller.defer(remove, label=f"prompt {kind} {name}")
+
+    # --- assembly -------------------------------------------------------------------------
+
+    async def assemble(self, agent: AgentLike | None = None) -> PromptAssembly:
+        """Resolve the sections, variables and tools ``agent`` sees, then run
+        ``system-prompt/assemble``; its result is authoritative.
+
+        Shadowing is decided before providers run: a shadowed provider is never called. Tool
+        schemas come from the ``tools`` service when one is mounted (sorted by name). Every
+        call returns fresh objects. A raising provider or listener propagates. Always a
+        checkpoint.
+        """
+        await trio.lowlevel.checkpoint()
+        scope = None if agent is None else agent.ctx.scope
+        sections = []
+        for entry in sorted(self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)):
+            text = await _resolve(entry, "section", agent)
+            sections.append(PromptSection(entry.name, text or "", entry.order))
+        variables = {
+            entry.name: await _resolve(entry, "variable", agent)
+            for entry in self._effective(self._variables, scope)
+        }
+        registry: _ToolSchemas | None = self.ctx.get("tools")
+        tools = () if registry is None else tuple(registry.schemas(agent))
+        assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
+        request = PromptAssembleRequest(assembly, agent)
+
+        async def default() -> object:
+            return request.assembly
+
+        result = await self.ctx.waterfall("system-prompt/assemble", request, default, target=scope)
+        if not isinstance(result, PromptAssembly):
+            raise PromptDefinitionError(
+                f"a system-prompt/assemble listener returned {result!r}; expected a "
+                "PromptAssembly (return attrs.evolve(await next(), ...))"
+            )
+        return result
+
+    def _effective(
+        self, table: dict[Scope | None, dict[str, _Entry]], scope: Scope | None
+    ) -> list[_Entry]:
+        """The entries visible at ``scope``: global, overlaid by each scope out to in."""
+        merged = dict(table.get(None, {}))
+        for layer in reversed(scope.chain) if scope is not None else ():
+            merged.update(table.get(layer, {}))
+        return list(merged.values())
+
+    def render(self, assembly: PromptAssembly) -> str:
+        """The system prompt text of ``assembly``; see :func:`render_prompt`.
+
+        Raises:
+            PromptVariableError: an unknown or unset variable, naming section and variable.
+        """
+        return render_prompt(assembly)
+
+
+async def _resolve(entry: _Entry, kind: str, agent: AgentLike | None) -> str | None:
+    value = entry.value
+    if isinstance(value, str):
+        return value
+    provider: Callable[[AgentLike | None], object] = value
+    try:
+        result = provider(agent)
+        if inspect.isawaitable(result):
+            awaitable: Awaitable[object] = result
+            result = await awaitable
+    except Exception as exc:
+        exc.add_note(f'while resolving prompt {kind} "{entry.name}" (registered by {entry.owner})')
+        raise
+    if result is not None and not isinstance(result, str):
+        raise PromptDefinitionError(
+            f'the provider of prompt {kind} "{entry.name}" returned {type(result).__name__}; '
+            "expected a str or None"
+        )
+    return result
