@@ -9,7 +9,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NoReturn, final
+from typing import Any, Literal, NoReturn, TypeVar, final
 
 import attrs
 import trio
@@ -49,6 +49,9 @@ from ._types import (
 __all__ = ["Guard", "ToolRegistry"]
 
 logger = logging.getLogger("trio_agent.tools")
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: A guard: ``fn(execution)`` returns a deny reason, or None to let the call pass.
 Guard = Callable[[ToolExecution], "str | None"]
@@ -200,15 +203,7 @@ class ToolRegistry(Service, name="tools"):
         caller.fiber.check_active("add a tool guard on")
         scope = caller.scope
         entry = _GuardEntry(fn, getattr(fn, "__qualname__", None) or repr(fn))
-        self._guards.setdefault(scope, []).append(entry)
-
-        def remove() -> None:
-            guards = self._guards.get(scope, [])
-            if entry in guards:
-                guards.remove(entry)
-                if not guards:
-                    del self._guards[scope]
-
+        remove = _append(self._guards, scope, entry)
         return caller.defer(remove, label=f"tool guard {entry.label}")
 
     def restrict(
@@ -241,18 +236,12 @@ class ToolRegistry(Service, name="tools"):
             None if allow is None else _names(allow, "allow", known),
             frozenset() if deny is None else _names(deny, "deny", known),
         )
-        self._restrictions.setdefault(scope, []).append(restriction)
-
-        def lift() -> None:
-            restrictions = self._restrictions.get(scope, [])
-            if restriction in restrictions:
-                restrictions.remove(restriction)
-                if not restrictions:
-                    del self._restrictions[scope]
-
+        lift = _append(self._restrictions, scope, restriction)
         return caller.defer(lift, label="tool restriction")
 
-    def _changed(self, action: Any, tool: Tool, scope: Scope | None) -> None:
+    def _changed(
+        self, action: Literal["register", "unregister"], tool: Tool, scope: Scope | None
+    ) -> None:
         self.ctx.emit("tools/change", ToolChange(action, tool, scope), target=scope)
 
     # --- views ----------------------------------------------------------------------------
@@ -507,6 +496,20 @@ class ToolRegistry(Service, name="tools"):
             additional_context=context.deferred,
             concludes_turn=context.concludes_turn,
         )
+
+
+def _append(table: dict[K, list[V]], key: K, item: V) -> Callable[[], None]:
+    """Append ``item`` to ``table[key]``; return the function that takes it out again."""
+    table.setdefault(key, []).append(item)
+
+    def remove() -> None:
+        items = table.get(key, [])
+        if item in items:
+            items.remove(item)
+            if not items:
+                del table[key]
+
+    return remove
 
 
 def _scope_of(agent: AgentLike | None) -> Scope | None:

@@ -167,7 +167,7 @@ class Tool:
     @property
     def schema(self) -> ToolSchema:
         """A fresh :class:`~trio_agent.llm.ToolSchema` (a deep copy of the parameters)."""
-        return ToolSchema(self.name, self.description, copy.deepcopy(dict(self.parameters)))
+        return ToolSchema(self.name, self.description, copy.deepcopy(self.parameters))
 
 
 @final
