@@ -190,7 +190,7 @@ def run(smoke: bool) -> list[Metric]:
     for size in sizes:
         log = _NaiveLog()
         log.fill(step_data, size)
-        naive[size] = _per_step(lambda log=log: log.one_step(step_data), steps, repeats)
+        naive[size] = _per_step(_bound(log.one_step, step_data), steps, repeats)
 
     metrics = [
         Metric(
@@ -245,6 +245,10 @@ def run(smoke: bool) -> list[Metric]:
     )
     metrics.append(Metric("unstructure a ToolResultEvent", unstructure, "us"))
     return metrics
+
+
+def _bound(fn: Callable[[Any], object], arg: Any) -> Callable[[], object]:
+    return lambda: fn(arg)
 
 
 def _derive_costs(session: Session, repeats: int) -> tuple[float, float]:

@@ -51,7 +51,7 @@ json_scalars = (
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(exclude_categories=("Cs",)), max_size=8)
+    | st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
 )
 
 #: Lossless JSON values, nested a few levels.
@@ -127,7 +127,7 @@ def _step(draw: st.DrawFn, ids: _Ids, turn: int, step: int) -> list[Op]:
         content.append(TextBlock(text))
     content.extend(calls)
     message = Message(MessageId(ids.next("a")), "assistant", tuple(content), "model")
-    finish = "aborted" if interrupted else ("tool-calls" if calls else "stop")
+    finish: Any = "aborted" if interrupted else ("tool-calls" if calls else "stop")
     ops.append(
         (
             AssistantChunk.event_type,
@@ -207,7 +207,7 @@ def _turn(draw: st.DrawFn, ids: _Ids, turn: int) -> list[Op]:
         return ops
     for step in range(1, draw(st.integers(1, 3)) + 1):
         ops.extend(draw(_step(ids, turn, step)))
-    reason = draw(st.sampled_from(["completed", "max-tokens", "aborted", "error"]))
+    reason: Any = draw(st.sampled_from(["completed", "max-tokens", "aborted", "error"]))
     error = LlmFailure("SERVER", "boom", status=500) if reason == "error" else None
     ops.append((TurnEnd.event_type, TurnEnd(turn=turn, reason=reason, error=error)))
     return ops

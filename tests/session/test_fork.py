@@ -113,7 +113,7 @@ async def test_fork_boundary_must_be_an_int(sctx: Context) -> None:
     parent.append("plugin/x", {})
     for bad in (True, 0.0, "0"):
         with pytest.raises(ForkBoundaryError, match="must be an int"):
-            sctx.sessions.fork(parent, bad)  # type: ignore[arg-type]
+            sctx.sessions.fork(parent, bad)
 
 
 async def test_fork_of_an_empty_session(sctx: Context) -> None:

@@ -4,6 +4,7 @@ every tool call with exactly one result."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import given, settings
@@ -48,7 +49,7 @@ def reference_projection(events: list[SessionEvent]) -> list[Message]:
             if visible:
                 out.append(_serde.structure(data["message"], Message))
         elif event.type == "tool/result":
-            content = tuple(
+            content: tuple[Any, ...] = tuple(
                 _serde.structure(b, TextBlock if b["type"] == "text" else ReasoningBlock)
                 for b in data["result"]["content"]
             )
@@ -57,7 +58,7 @@ def reference_projection(events: list[SessionEvent]) -> list[Message]:
     return out
 
 
-def assert_calls_paired(history: tuple[Message, ...] | list[Message]) -> None:
+def assert_calls_paired(history: Sequence[Message]) -> None:
     for index, message in enumerate(history):
         if message.role != "assistant":
             continue

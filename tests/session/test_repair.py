@@ -99,7 +99,7 @@ async def test_applying_the_closers_balances_the_log(sctx: Context) -> None:
     assert repair_closers(session.events) == []
     assert session.open_turn is None
     history = session.derive_messages()
-    answered = [m.content[0].tool_call_id for m in history[1:]]  # type: ignore[union-attr]
+    answered = [m.content[0].tool_call_id for m in history[1:]]
     assert answered == ["c1", "c2", "c3"]
 
 

@@ -22,6 +22,7 @@ from trio_agent.session import (
     EventLog,
     MessageHistory,
     PromptBlocked,
+    Session,
     SessionAppended,
     SessionDetachedError,
     SessionReentrancyError,
@@ -68,24 +69,28 @@ async def test_events_is_a_read_only_live_view(sctx: Context) -> None:
     assert isinstance(view[:], tuple)
     assert not hasattr(view, "append")
     with pytest.raises(TypeError):
-        view[0] = view[1]  # type: ignore[index]
+        view[0] = view[1]
+
+
+def state(session: Session) -> tuple[int, int | None, int | None]:
+    return session.last_turn, session.open_turn, session.open_step
 
 
 async def test_bookkeeping(sctx: Context) -> None:
     session = sctx.sessions.create("s")
-    assert (session.last_turn, session.open_turn, session.open_step) == (0, None, None)
+    assert state(session) == (0, None, None)
     session.append("turn/start", TurnStart(turn=1))
-    assert (session.last_turn, session.open_turn, session.open_step) == (1, 1, None)
+    assert state(session) == (1, 1, None)
     session.append("step/start", StepStart(turn=1, step=1))
-    assert session.open_step == 1
+    assert state(session) == (1, 1, 1)
     session.append("step/end", StepEnd(turn=1, step=1))
-    assert session.open_step is None
+    assert state(session) == (1, 1, None)
     session.append("step/start", {"turn": 1, "step": 2})
-    assert session.open_step == 2
+    assert state(session) == (1, 1, 2)
     session.append("turn/end", TurnEnd(turn=1, reason="aborted"))
-    assert (session.last_turn, session.open_turn, session.open_step) == (1, None, None)
+    assert state(session) == (1, None, None)
     session.append("turn/start", TurnStart(turn=2))
-    assert (session.last_turn, session.open_turn) == (2, 2)
+    assert state(session) == (2, 2, None)
 
 
 async def test_session_event_is_emitted_after_commit(sctx: Context) -> None:
@@ -163,7 +168,7 @@ async def test_event_type_must_be_a_string(sctx: Context) -> None:
     with pytest.raises(TypeError, match="non-empty str"):
         session.append("", {})
     with pytest.raises(TypeError, match="non-empty str"):
-        session.append(3, {})  # type: ignore[arg-type]
+        session.append(3, {})
 
 
 # --- derive_messages --------------------------------------------------------------------------
@@ -210,7 +215,7 @@ async def test_derive_messages_projects_the_model_history(sctx: Context) -> None
     assert tool_msg == Message.tool_result(
         CallId("c1"), (TextBlock("a.txt"),), is_error=True, id=tool_msg.id
     )
-    assert tool_msg.content[0].tool_call_id == "c1"  # type: ignore[union-attr]
+    assert tool_msg.content[0].tool_call_id == "c1"
     assert tool_msg.id == f"tool-result-{result_event.seq}"
     assert history[3:] == (ctx_msg, steer)
     assert history == project_messages(session.events)

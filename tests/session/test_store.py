@@ -167,7 +167,7 @@ async def test_seed_is_copied_and_ended(sctx: Context) -> None:
         Message(MessageId("m-1"), "user", (TextBlock("hi"),), "user"),
     )
     # Seeded messages were structured once, when the seed was loaded.
-    assert session.derive_messages()[0] is session.events[1].payload.message  # type: ignore[attr-defined]
+    assert session.derive_messages()[0] is session.events[1].payload.message
     # Live appends continue the seq and the turn numbering.
     assert session.append("turn/start", TurnStart(turn=session.last_turn + 1)).seq == 5
 
