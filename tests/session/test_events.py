@@ -55,6 +55,7 @@ SAMPLES: list[Any] = [
         config=LlmCallConfig("p", "m", max_tokens=10, stop=("x",)),
         system="be brief",
         tools=(ToolSchema("ls", "list", {"type": "object", "properties": {}}),),
+        prefix=(Message(MessageId("p1"), "user", (TextBlock("runtime context"),), "plugin:x"),),
     ),
     AssistantChunk(turn=1, step=1, chunk=TextDelta(0, "h")),
     AssistantMessageEvent(
@@ -184,3 +185,41 @@ def test_events_compare_by_value_and_ignore_the_cache() -> None:
     assert a == b
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         a.seq = 3  # type: ignore[misc]
+
+
+def test_envelope_and_header_round_trip_through_json() -> None:
+    import json
+
+    from trio_agent.session import SessionHeader
+
+    event = SessionEvent(3, "turn/start", 12.5, {"turn": 2})
+    _ = event.payload
+    wire = json.loads(json.dumps(_serde.unstructure(event)))
+    assert wire == {"seq": 3, "type": "turn/start", "time": 12.5, "data": {"turn": 2}}
+    assert _serde.structure(wire, SessionEvent) == event
+    header = SessionHeader(
+        session_id="s",  # type: ignore[arg-type]
+        created_at=1.0,
+        cwd="/w",
+        parent_session="p",  # type: ignore[arg-type]
+        seed_length=4,
+        meta={"k": [1]},
+    )
+    assert (
+        _serde.structure(json.loads(json.dumps(_serde.unstructure(header))), SessionHeader)
+        == header
+    )
+
+
+async def test_appended_payload_values_are_kept_unless_caller_owned(sctx: Context) -> None:
+    session = sctx.sessions.create("s")
+    start = TurnStart(turn=1)
+    assert session.append("turn/start", start).payload is start  # immutable: shared
+    parameters: dict[str, Any] = {"type": "object"}
+    header = RequestHeader(
+        turn=1, step=1, config=LlmCallConfig("p", "m"), tools=(ToolSchema("t", "d", parameters),)
+    )
+    event = session.append("request/header", header)
+    parameters["type"] = "changed"  # the caller's mapping: neither data nor payload follow it
+    assert event.data["tools"][0]["parameters"] == {"type": "object"}
+    assert event.payload_as(RequestHeader).tools[0].parameters == {"type": "object"}

@@ -9,6 +9,7 @@ import pytest
 
 from trio_agent.ids import CallId, MessageId
 from trio_agent.llm import (
+    LlmCallConfig,
     Message,
     ReasoningBlock,
     TextBlock,
@@ -22,6 +23,7 @@ from trio_agent.session import (
     EventLog,
     MessageHistory,
     PromptBlocked,
+    RequestHeader,
     Session,
     SessionAppended,
     SessionDetachedError,
@@ -91,6 +93,22 @@ async def test_bookkeeping(sctx: Context) -> None:
     assert state(session) == (1, None, None)
     session.append("turn/start", TurnStart(turn=2))
     assert state(session) == (2, 2, None)
+
+
+async def test_request_header_is_tracked(sctx: Context) -> None:
+    session = sctx.sessions.create("s")
+    assert session.request_header is None
+    first = RequestHeader(turn=1, step=1, config=LlmCallConfig("p", "a"), system="s")
+    session.append("request/header", first)
+    session.append("plugin/x", {})
+    assert session.request_header == first
+    prefix = (user("runtime context", "pre"),)
+    second = RequestHeader(turn=1, step=2, config=LlmCallConfig("p", "b"), prefix=prefix)
+    session.append("request/header", second)
+    assert session.request_header == second
+    assert session.derive_messages() == ()  # the prefix lives on the header, not in history
+    seeded = sctx.sessions.create("seeded", seed=list(session.events))
+    assert seeded.request_header == second
 
 
 async def test_session_event_is_emitted_after_commit(sctx: Context) -> None:

@@ -188,9 +188,12 @@ class StepStart:
 
 @attrs.frozen(kw_only=True)
 class RequestHeader:
-    """``request/header``: the model, system prompt and tools of the requests that follow.
+    """``request/header``: the model, system prompt, tools and session prefix of the requests
+    that follow.
 
-    Logged only when it differs from the previous one.
+    ``prefix`` holds the frozen ``agent/session-prefix`` messages sent ahead of the history in
+    every request; they live on the header, never in :meth:`Session.derive_messages`. Logged
+    only when it differs from the previous one.
     """
 
     event_type: ClassVar[str] = "request/header"
@@ -199,6 +202,7 @@ class RequestHeader:
     config: LlmCallConfig
     system: str | None = None
     tools: tuple[ToolSchema, ...] = ()
+    prefix: tuple[Message, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

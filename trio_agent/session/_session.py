@@ -23,6 +23,7 @@ from ._errors import (
 from ._events import (
     EVENT_PAYLOADS,
     SHAREABLE_PAYLOADS,
+    RequestHeader,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
@@ -110,6 +111,7 @@ class Session:
     _messages: list[Message]
     _history: MessageHistory | None
     _last_turn: int
+    _request_header: SessionEvent | None
     _open_turn: int | None
     _open_step: int | None
     _emit: _Emit | None
@@ -135,6 +137,7 @@ class Session:
         self._messages = []
         self._history = None
         self._last_turn = 0
+        self._request_header = None
         self._open_turn = None
         self._open_step = None
         self._emit = emit
@@ -186,6 +189,12 @@ class Session:
     def open_step(self) -> int | None:
         """The step started and not yet ended (inside :attr:`open_turn`), if any."""
         return self._open_step
+
+    @property
+    def request_header(self) -> RequestHeader | None:
+        """The payload of the latest ``request/header`` (seed included), or ``None``; O(1)."""
+        event = self._request_header
+        return None if event is None else event.payload_as(RequestHeader)
 
     def derive_messages(self) -> MessageHistory:
         """The model history projected from the log, as an immutable tuple-like snapshot.
@@ -256,6 +265,8 @@ class Session:
             self._open_step = event.payload_as(StepStart).step
         elif kind == "step/end":
             self._open_step = None
+        elif kind == "request/header":
+            self._request_header = event
         else:
             projector = _PROJECTORS.get(kind)
             if projector is not None:
