@@ -629,8 +629,7 @@ class OpenAiAdapter:
         finally:
             with trio.move_on_after(_CLOSE_BUDGET) as cleanup:
                 cleanup.shield = True
-                if isinstance(body, AsyncGenerator):
-                    await body.aclose()
+                await _unwind(body)
                 await response.aclose()
 
     async def _read(self, body: AsyncIterator[bytes]) -> tuple[bytes | None, LlmFailure | None]:
@@ -675,6 +674,25 @@ class OpenAiAdapter:
         return http_failure(
             response.status_code, response.headers, content, label=f"{self._name} API"
         )
+
+
+async def _unwind(body: AsyncIterator[bytes]) -> None:
+    """Finish httpx's chain of nested body generators now.
+
+    ``aclose()`` on the outer generator would leave the inner ones suspended, to be collected
+    later (trio reports that as a ResourceWarning). Resuming the chain inside an already
+    cancelled scope makes its next network read raise ``Cancelled`` through every frame, so
+    each generator ends (httpcore closes the connection on the way). Call it shielded.
+    """
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            while True:
+                await anext(body)
+        except StopAsyncIteration:
+            pass
+        except Exception:
+            pass  # whatever the broken stream raises while unwinding
 
 
 def _redact(text: str, key: str | None) -> str:

@@ -1,0 +1,92 @@
+"""SseParser: strict event-stream framing, incremental and split-invariant."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_agent.llm import SseEvent, SseParser
+
+
+def parse(*pieces: bytes) -> list[SseEvent]:
+    parser = SseParser()
+    events: list[SseEvent] = []
+    for piece in pieces:
+        events.extend(parser.feed(piece))
+    events.extend(parser.close())
+    return events
+
+
+def test_events_dispatch_at_blank_lines() -> None:
+    assert parse(b"data: a\n\ndata: b\n\n") == [SseEvent("a"), SseEvent("b")]
+    assert parse(b"data: a\n") == []  # no blank line, no event
+
+
+def test_multi_line_data_is_joined_with_newlines() -> None:
+    assert parse(b"data: one\ndata: two\ndata:three\n\n") == [SseEvent("one\ntwo\nthree")]
+
+
+def test_comments_and_unknown_fields_are_ignored() -> None:
+    assert parse(b": keep-alive\nretry: 10\nfoo: bar\ndata: x\n\n:\n\n") == [SseEvent("x")]
+
+
+def test_event_and_id_fields() -> None:
+    assert parse(b"event: ping\nid: 7\ndata: x\n\ndata: y\n\n") == [
+        SseEvent("x", "ping", "7"),
+        SseEvent("y", "message", "7"),
+    ]
+
+
+def test_only_one_leading_space_is_stripped() -> None:
+    assert parse(b"data:  two spaces\n\ndata\n\n") == [SseEvent(" two spaces"), SseEvent("")]
+
+
+def test_line_endings_crlf_cr_lf_even_split() -> None:
+    assert parse(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n") == [
+        SseEvent("a"),
+        SseEvent("b"),
+        SseEvent("c"),
+    ]
+    assert parse(b"data: a\r", b"\n\r", b"\n") == [SseEvent("a")]
+    assert parse(b"data: a\n\r") == [SseEvent("a")]
+
+
+def test_bom_and_split_utf8() -> None:
+    body = "\ufeffdata: héllo ✓\n\n".encode()
+    assert parse(*[body[i : i + 1] for i in range(len(body))]) == [SseEvent("héllo ✓")]
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    assert parse(b"data: \xff\n\n") == [SseEvent("\ufffd")]
+
+
+events_st = st.lists(
+    st.tuples(
+        st.lists(
+            st.text(
+                st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        st.booleans(),
+    ),
+    max_size=5,
+)
+
+
+@given(events_st, st.sampled_from(["\n", "\r\n", "\r"]), st.data())
+def test_any_split_gives_the_same_events(
+    spec: list[tuple[list[str], bool]], newline: str, data: st.DataObject
+) -> None:
+    text = ""
+    for lines, comment in spec:
+        if comment:
+            text += f": comment{newline}"
+        text += "".join(f"data: {line}{newline}" for line in lines) + newline
+    body = text.encode()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=6)))
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    expected = [SseEvent("\n".join(lines)) for lines, _ in spec]
+    assert parse(*pieces) == expected
+    assert parse(body) == expected
