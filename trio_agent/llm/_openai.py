@@ -9,7 +9,8 @@ import math
 import os
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, final
 
 import attrs
@@ -553,127 +554,198 @@ class OpenAiAdapter:
             )
         return key, None
 
-    @trio.as_safe_channel
-    async def _stream(self, request: GenerateRequest) -> AsyncGenerator[StreamChunk, None]:
-        key, failure = self._api_key()
+    @contextlib.asynccontextmanager
+    async def _stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
+        channel = _EventStream(self)
+        try:
+            await channel.start(request)
+            yield channel
+        finally:
+            await channel.release()
+
+
+@final
+class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
+    """One call's chunks, parsed from the response body on demand in the caller's task.
+
+    No background task: each :meth:`receive` reads the network only when no parsed chunk is
+    waiting, inside its own idle-timeout scope (nothing is held across calls), so the
+    caller's cancel scope reaches the read directly.
+    """
+
+    __slots__ = (
+        "_adapter",
+        "_body",
+        "_closed",
+        "_decoder",
+        "_ended",
+        "_key",
+        "_parser",
+        "_pending",
+        "_response",
+    )
+
+    def __init__(self, adapter: OpenAiAdapter) -> None:
+        self._adapter = adapter
+        self._key: str | None = None
+        self._pending: deque[StreamChunk] = deque()
+        #: The final chunk is queued: no more reads.
+        self._ended = False
+        self._closed = False
+        self._response: httpx.Response | None = None
+        self._body: AsyncIterator[bytes] | None = None
+        self._parser = SseParser()
+        self._decoder = _Decoder()
+
+    def _fail(self, failure: LlmFailure) -> None:
+        key = self._key
+        if key and key in failure.message:
+            failure = attrs.evolve(failure, message=failure.message.replace(key, "[redacted]"))
+        self._pending.append(Finish("error", failure))
+        self._ended = True
+
+    async def start(self, request: GenerateRequest) -> None:
+        """Send the request and wait for the response head (or a failure to report)."""
+        adapter = self._adapter
+        key, failure = adapter._api_key()
+        self._key = key
         if failure is not None:
-            yield Finish("error", failure)
+            await trio.lowlevel.checkpoint()
+            self._fail(failure)
             return
         headers = {"accept": "text/event-stream"}
         if key is not None:
             headers["authorization"] = f"Bearer {key}"
-        http_request = self._client.build_request(
+        client = adapter._client
+        http_request = client.build_request(
             "POST",
-            f"{self.base_url}/chat/completions",
+            f"{adapter.base_url}/chat/completions",
             json=encode_request(request),
             headers=headers,
         )
-        response: httpx.Response | None = None
-        with trio.move_on_after(self.idle_timeout) as waited:
+        base = adapter.base_url
+        with trio.move_on_after(adapter.idle_timeout) as waited:
             try:
-                response = await self._client.send(http_request, stream=True)
+                self._response = await client.send(http_request, stream=True)
             except httpx.TimeoutException as exc:
-                failure = LlmFailure(
-                    "TIMEOUT", f"request to {self.base_url} timed out: {_describe(exc)}"
-                )
+                failure = LlmFailure("TIMEOUT", f"request to {base} timed out: {_describe(exc)}")
             except httpx.TransportError as exc:
-                failure = LlmFailure(
-                    "TRANSPORT", f"request to {self.base_url} failed: {_describe(exc)}"
-                )
+                failure = LlmFailure("TRANSPORT", f"request to {base} failed: {_describe(exc)}")
         if waited.cancelled_caught:
             failure = LlmFailure(
-                "TIMEOUT", f"no response from {self.base_url} within {self.idle_timeout:g} s"
+                "TIMEOUT", f"no response from {base} within {adapter.idle_timeout:g} s"
             )
-        if response is None:
-            assert failure is not None
-            yield Finish("error", _redacted(failure, key))
+        if failure is not None:
+            self._fail(failure)
             return
-        body = response.aiter_bytes()
-        try:
-            if response.status_code >= 400:
-                failure = await self._error_failure(response)
-                yield Finish("error", _redacted(failure, key))
+        response = self._response
+        assert response is not None
+        self._body = response.aiter_bytes()
+        if response.status_code >= 400:
+            content = b""
+            with trio.move_on_after(adapter.idle_timeout):
+                try:
+                    content = await response.aread()
+                except httpx.HTTPError:
+                    pass
+            self._fail(
+                http_failure(
+                    response.status_code, response.headers, content, label=f"{adapter.name} API"
+                )
+            )
+
+    async def receive(self) -> StreamChunk:
+        if self._closed:
+            raise trio.ClosedResourceError("this stream was closed")
+        if not self._pending and not self._ended:
+            await self._fill()
+        await trio.lowlevel.checkpoint()
+        if not self._pending:
+            raise trio.EndOfChannel
+        return self._pending.popleft()
+
+    async def _fill(self) -> None:
+        assert self._body is not None
+        body = self._body
+        while not self._pending and not self._ended:
+            data, failure = await self._read(body)
+            if failure is not None:
+                self._fail(failure)
                 return
-            parser = SseParser()
-            decoder = _Decoder()
-            while True:
-                data, failure = await self._read(body)
+            events = self._parser.feed(data) if data is not None else self._parser.close()
+            for event in events:
+                try:
+                    chunks, failure = self._decoder.event(event.data)
+                except _Malformed as exc:
+                    chunks, failure = [], LlmFailure("MALFORMED_RESPONSE", str(exc))
+                self._pending.extend(chunks)
                 if failure is not None:
-                    yield Finish("error", _redacted(failure, key))
+                    self._fail(failure)
                     return
-                events = parser.feed(data) if data is not None else parser.close()
-                for event in events:
-                    try:
-                        chunks, failure = decoder.event(event.data)
-                    except _Malformed as exc:
-                        failure = LlmFailure("MALFORMED_RESPONSE", _redact(str(exc), key))
-                        chunks = []
-                    if decoder.done:
-                        await self._drain(body)
-                    for chunk in chunks:
-                        yield chunk
-                    if failure is not None:
-                        yield Finish("error", _redacted(failure, key))
-                        return
-                    if decoder.done:
-                        return
-                if data is None:
-                    yield Finish(
-                        "error",
-                        LlmFailure(
-                            "STREAM_CLOSED",
-                            f"the event stream from {self.base_url} ended without [DONE]",
-                        ),
+                if self._decoder.done:
+                    self._ended = True
+                    await self._drain(body)
+                    return
+            if data is None:
+                self._fail(
+                    LlmFailure(
+                        "STREAM_CLOSED",
+                        f"the event stream from {self._adapter.base_url} ended without [DONE]",
                     )
-                    return
-        finally:
-            with trio.move_on_after(_CLOSE_BUDGET) as cleanup:
-                cleanup.shield = True
-                await _unwind(body)
-                await response.aclose()
+                )
 
     async def _read(self, body: AsyncIterator[bytes]) -> tuple[bytes | None, LlmFailure | None]:
         """The next piece of the body (``None`` at its end), or why there is none."""
-        with trio.move_on_after(self.idle_timeout) as idle:
+        base = self._adapter.base_url
+        idle_timeout = self._adapter.idle_timeout
+        with trio.move_on_after(idle_timeout) as idle:
             try:
                 return await anext(body, None), None
             except httpx.TimeoutException as exc:
                 return None, LlmFailure(
-                    "TIMEOUT", f"reading from {self.base_url} timed out: {_describe(exc)}"
+                    "TIMEOUT", f"reading from {base} timed out: {_describe(exc)}"
                 )
             except httpx.DecodingError as exc:
                 return None, LlmFailure(
                     "MALFORMED_RESPONSE",
-                    f"the body from {self.base_url} could not be decoded: {_describe(exc)}",
+                    f"the body from {base} could not be decoded: {_describe(exc)}",
                 )
             except httpx.TransportError as exc:
                 return None, LlmFailure(
-                    "TRANSPORT", f"the event stream from {self.base_url} failed: {_describe(exc)}"
+                    "TRANSPORT", f"the event stream from {base} failed: {_describe(exc)}"
                 )
         assert idle.cancelled_caught
         return None, LlmFailure(
-            "TIMEOUT", f"no data from {self.base_url} for {self.idle_timeout:g} s (idle timeout)"
+            "TIMEOUT", f"no data from {base} for {idle_timeout:g} s (idle timeout)"
         )
 
     async def _drain(self, body: AsyncIterator[bytes]) -> None:
         # Reading the (usually already buffered) end of the body lets the connection be reused.
-        with trio.move_on_after(min(_DRAIN_BUDGET, self.idle_timeout)):
+        with trio.move_on_after(min(_DRAIN_BUDGET, self._adapter.idle_timeout)):
             try:
                 async for _ in body:
                     pass
             except httpx.HTTPError:
                 pass
 
-    async def _error_failure(self, response: httpx.Response) -> LlmFailure:
-        content = b""
-        with trio.move_on_after(self.idle_timeout):
-            try:
-                content = await response.aread()
-            except httpx.HTTPError:
-                pass
-        return http_failure(
-            response.status_code, response.headers, content, label=f"{self._name} API"
-        )
+    async def release(self) -> None:
+        """Give the connection back (or close it), shielded and bounded. Idempotent."""
+        self._closed = True
+        response, self._response = self._response, None
+        body, self._body = self._body, None
+        if response is None:
+            return
+        with trio.move_on_after(_CLOSE_BUDGET) as cleanup:
+            cleanup.shield = True
+            if body is not None:
+                await _unwind(body)
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        await self.release()
+        await trio.lowlevel.checkpoint()
 
 
 async def _unwind(body: AsyncIterator[bytes]) -> None:
@@ -693,16 +765,6 @@ async def _unwind(body: AsyncIterator[bytes]) -> None:
             pass
         except Exception:
             pass  # whatever the broken stream raises while unwinding
-
-
-def _redact(text: str, key: str | None) -> str:
-    return text.replace(key, "[redacted]") if key and key in text else text
-
-
-def _redacted(failure: LlmFailure, key: str | None) -> LlmFailure:
-    if key and key in failure.message:
-        return attrs.evolve(failure, message=_redact(failure.message, key))
-    return failure
 
 
 @final

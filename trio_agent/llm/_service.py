@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, final
 
 import attrs
@@ -14,6 +14,7 @@ from ..runtime import Context, Disposer, Service
 from ._adapter import LlmAdapter
 from ._assembler import BlockAssembler
 from ._errors import AdapterConflictError, NoAdapterError
+from ._groups import raise_single
 from ._retry import RetryPolicy
 from ._types import (
     BlockEnd,
@@ -244,54 +245,102 @@ def _finish_for(failure: LlmFailure) -> Finish:
     return Finish("aborted" if failure.code == "ABORTED" else "error", failure)
 
 
-@trio.as_safe_channel
+#: How many chunks the pump may read ahead of the consumer.
+_READ_AHEAD = 64
+
+
+@contextlib.asynccontextmanager
 async def _guarded(
     adapter: LlmAdapter, request: GenerateRequest
-) -> AsyncGenerator[StreamChunk, None]:
-    # Runs in as_safe_channel's own task, so an adapter that fails mid-stream (its nursery
-    # cancels us, then re-raises at exit) surfaces here as an exception we can turn into a
-    # final chunk, instead of in the caller's body.
-    usage: UsageChunk | None = None
-    finish: Finish | None = None
-    delivered = False
+) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
+    """Run the adapter's stream in a pump task and hand the caller a normalised channel.
+
+    The adapter runs in its own task so that an adapter failing mid-stream (for example an
+    ``as_safe_channel`` one, whose nursery cancels its body and re-raises at exit) surfaces
+    in the pump, where it becomes a final chunk, instead of tearing through the caller.
+
+    Exceptions: the body's own exception (including ``Cancelled``) propagates as itself, not
+    wrapped in a group; the pump never raises (except ``Cancelled``).
+    """
+    send, receive = trio.open_memory_channel[StreamChunk](_READ_AHEAD)
+    body_error: BaseException | None = None
     try:
-        async with adapter.stream(request) as chunks:
-            async for chunk in chunks:
-                if isinstance(chunk, _DELTA_TYPES):
-                    yield chunk
-                elif isinstance(chunk, UsageChunk):
-                    usage = chunk
-                elif isinstance(chunk, Finish):
-                    finish = _final(chunk)
-                    if usage is not None:
-                        yield usage
-                    delivered = True
-                    yield finish
-                    break
-                else:
-                    raise TypeError(
-                        f"the stream yielded {type(chunk).__name__}; adapters must yield "
-                        "StreamChunk values"
-                    )
-    except Exception as exc:
-        if delivered:
-            logger.warning(
-                "LLM adapter %r failed while closing a finished stream; the finish stands",
-                _adapter_name(adapter),
-                exc_info=exc,
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                _pump, adapter, request, send, name=f"llm stream {_adapter_name(adapter)}"
             )
+            with receive:
+                try:
+                    yield receive
+                except BaseException as exc:
+                    body_error = exc
+                    raise
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_single(group, body_error)
+    finally:
+        body_error = None
+
+
+async def _put(send: trio.MemorySendChannel[StreamChunk], chunk: StreamChunk) -> bool:
+    """Queue ``chunk`` for the consumer; False once the consumer has gone away."""
+    try:
+        send.send_nowait(chunk)
+    except trio.WouldBlock:
+        try:
+            await send.send(chunk)
+        except trio.BrokenResourceError:
+            return False
+    except trio.BrokenResourceError:
+        return False
+    return True
+
+
+async def _pump(
+    adapter: LlmAdapter, request: GenerateRequest, send: trio.MemorySendChannel[StreamChunk]
+) -> None:
+    with send:
+        usage: UsageChunk | None = None
+        finish: Finish | None = None
+        try:
+            async with adapter.stream(request) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, _DELTA_TYPES):
+                        if not await _put(send, chunk):
+                            return
+                    elif isinstance(chunk, UsageChunk):
+                        usage = chunk
+                    elif isinstance(chunk, Finish):
+                        finish = _final(chunk)
+                        # Deliver the end now; the adapter is closed while the consumer reads it.
+                        if usage is not None and not await _put(send, usage):
+                            return
+                        await _put(send, finish)
+                        break
+                    else:
+                        raise TypeError(
+                            f"the stream yielded {type(chunk).__name__}; adapters must yield "
+                            "StreamChunk values"
+                        )
+        except Exception as exc:
+            if finish is not None:
+                logger.warning(
+                    "LLM adapter %r failed while closing a finished stream; the finish stands",
+                    _adapter_name(adapter),
+                    exc_info=exc,
+                )
+                return
+            finish = _finish_for(_failure_of(exc, adapter))
+        else:
+            if finish is not None:
+                return
+            finish = Finish(
+                "error",
+                LlmFailure(
+                    "STREAM_CLOSED",
+                    f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a finish",
+                ),
+            )
+        if usage is not None and not await _put(send, usage):
             return
-        finish = _finish_for(_failure_of(exc, adapter))
-    if delivered:
-        return
-    if finish is None:
-        finish = Finish(
-            "error",
-            LlmFailure(
-                "STREAM_CLOSED",
-                f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a finish",
-            ),
-        )
-    if usage is not None:
-        yield usage
-    yield finish
+        await _put(send, finish)
