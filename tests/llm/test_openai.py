@@ -591,8 +591,9 @@ async def test_cancel_through_the_service_closes_the_connection(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consume)
-        while not server.requests:
-            await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(5):
+            while not server.requests:
+                await trio.testing.wait_all_tasks_blocked()
         await trio.testing.wait_all_tasks_blocked()
         scope.cancel()
     assert scope.cancelled_caught

@@ -505,3 +505,36 @@ async def test_cancel_while_routing_propagates(lctx: Context) -> None:
 async def test_service_is_exported_under_its_name(ctx: Context) -> None:
     await ctx.plugin(LlmService)
     assert isinstance(ctx.llm, LlmService)
+
+
+class FailsOnClose:
+    name = "closing"
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
+        async with ScriptedAdapter(responses=[text("done")]).stream(request) as chunks:
+            yield chunks
+        raise RuntimeError("close failed")
+
+
+async def test_failure_while_closing_a_finished_stream_keeps_the_finish(
+    lctx: Context, caplog: pytest.LogCaptureFixture
+) -> None:
+    lctx.llm.register(FailsOnClose())
+    chunks = await collect(lctx, make_request("closing"))
+    assert chunks[-1] == Finish("stop")
+    assert "failed while closing a finished stream" in caplog.text
+
+
+async def test_slow_consumer_gets_every_chunk_in_order(lctx: Context) -> None:
+    pieces = [f"{i} " for i in range(300)]  # more than the pump's read-ahead
+    lctx.llm.register(ScriptedAdapter(responses=[text(*pieces)]))
+    got: list[str] = []
+    async with lctx.llm.stream(make_request()) as chunks:
+        async for chunk in chunks:
+            await trio.lowlevel.checkpoint()
+            if isinstance(chunk, TextDelta):
+                got.append(chunk.text)
+    assert got == pieces

@@ -19,10 +19,12 @@ import http
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, NoReturn, TypeAlias, final
+from typing import Any, TypeAlias, final
 
 import attrs
 import trio
+
+from ..llm._groups import raise_single
 
 __all__ = [
     "DROP",
@@ -473,20 +475,6 @@ async def _respond(stream: trio.SocketStream, response: FakeResponse, sent: _Pro
     await flush(b"0\r\n\r\n")
 
 
-def _raise_one(group: BaseExceptionGroup[BaseException]) -> NoReturn:
-    """Re-raise the single real exception of a nursery's group (or its first Cancelled)."""
-    real = [e for e in group.exceptions if not isinstance(e, trio.Cancelled)]
-    if len(real) > 1:
-        raise group
-    exc = real[0] if real else group.exceptions[0]
-    context = exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__context__ = context
-        del exc, group
-
-
 @contextlib.asynccontextmanager
 async def open_fake_openai_server(
     responses: Iterable[ResponseItem] = (),
@@ -498,6 +486,7 @@ async def open_fake_openai_server(
     body propagates unchanged (not wrapped in a group); so does a bug in the server itself
     (expected network errors - a client going away - are absorbed and recorded).
     """
+    body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             holder: list[FakeOpenAiServer] = []
@@ -513,7 +502,12 @@ async def open_fake_openai_server(
             holder.append(server)
             try:
                 yield server
+            except BaseException as exc:
+                body_error = exc
+                raise
             finally:
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        _raise_one(group)
+        raise_single(group, body_error)
+    finally:
+        body_error = None
