@@ -89,6 +89,7 @@ def test_testing_reexports_the_llm_fakes() -> None:
 def test_stateful_classes_are_final() -> None:
     for cls in (
         llm.BlockAssembler,
+        llm.LlmService,
         llm.LlmStreamCall,
         llm.OfflineAdapter,
         llm.OfflineProvider,

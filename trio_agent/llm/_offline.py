@@ -198,7 +198,9 @@ class OfflineAdapter:
       ===========================  ===============  ===========================
 
       ("list the files in", "read the file", "write to", "find files matching" work too;
-      PATH/DIR/PATTERN may be quoted with ``"``, ``'`` or backticks.) It says what it is about
+      PATH/DIR/PATTERN may be quoted with ``"``, ``'`` or backticks; the PATH of ``write``
+      has no spaces or colons and TEXT is everything after the colon, newlines included;
+      CMD is everything after "run ", backticks around it removed.) It says what it is about
       to do in one sentence, then calls the tool - only if a tool of that name is offered in
       ``request.tools``; otherwise it says it understood but the tool is not available. Tool
       call ids are ``offline-<n>``, counting the calls in the conversation.

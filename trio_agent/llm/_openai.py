@@ -479,6 +479,20 @@ class OpenAiAdapter:
     Cancellation: cancelling the caller's scope raises :class:`trio.Cancelled` out of the
     stream and closes the HTTP connection (shielded, bounded cleanup). Call :meth:`aclose`
     when done; streaming afterwards raises :class:`trio.ClosedResourceError`.
+
+    Args:
+        name: the provider name requests route by.
+        base_url: everything before ``/chat/completions`` (``https://api.openai.com/v1``,
+            ``https://api.deepseek.com``, ``http://localhost:8000/v1`` ...).
+        api_key_env: the environment variable holding the key; ``None`` sends no
+            ``Authorization`` header (local servers).
+        models: advisory: the model names this endpoint serves.
+        idle_timeout: seconds without a single byte (waiting for the response head, or
+            between body reads) before the call fails with ``TIMEOUT``.
+        connect_timeout: seconds allowed to connect and to write the request.
+        headers: extra headers sent with every request.
+        trust_env: honour proxy and CA-bundle environment variables (httpx's ``trust_env``).
+        transport: an httpx transport to use instead of the network.
     """
 
     def __init__(
@@ -491,6 +505,7 @@ class OpenAiAdapter:
         idle_timeout: float = 300.0,
         connect_timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
+        trust_env: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not (idle_timeout > 0 and connect_timeout > 0):
@@ -510,7 +525,7 @@ class OpenAiAdapter:
             ),
             headers={"user-agent": _USER_AGENT, **(headers or {})},
             transport=transport,
-            trust_env=False,
+            trust_env=trust_env,
         )
 
     @property
@@ -792,6 +807,7 @@ class OpenAiProvider:
         idle_timeout: float = 300.0
         connect_timeout: float = 30.0
         headers: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+        trust_env: bool = True
         retry: RetryPolicy = attrs.field(factory=RetryPolicy)
 
     def __init__(self, ctx: Context, config: OpenAiProvider.Config) -> None:
@@ -803,6 +819,7 @@ class OpenAiProvider:
             idle_timeout=config.idle_timeout,
             connect_timeout=config.connect_timeout,
             headers=config.headers,
+            trust_env=config.trust_env,
         )
         ctx.defer(self.adapter.aclose, label=f"close llm adapter {config.name}")
         ctx.llm.register(self.adapter, retry_policy=config.retry)

@@ -85,6 +85,7 @@ class _Unavailable:
         raise NoAdapterError(self.name, self._registered)
 
 
+@final
 class LlmService(Service, name="llm"):
     """``ctx.llm``: register adapters by name and stream model calls through them.
 
