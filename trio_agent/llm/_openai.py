@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import importlib.metadata
 import json
 import math
 import os
@@ -45,7 +46,16 @@ from ._types import (
 
 __all__ = ["OpenAiAdapter", "OpenAiProvider", "encode_request", "http_failure"]
 
-_USER_AGENT = "trio-agent/0.1 (+https://github.com/trio-agent/trio-agent)"
+
+def _user_agent() -> str:
+    try:
+        version = importlib.metadata.version("trio-agent")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return f"trio-agent/{version}"
+
+
+_USER_AGENT = _user_agent()
 #: How long shielded cleanup (closing the response) may take after a cancel.
 _CLOSE_BUDGET = 5.0
 #: After ``[DONE]``, how long to wait for the end of the body so the connection can be reused.
@@ -463,7 +473,8 @@ class OpenAiAdapter:
     ``index`` (blocks numbered in first-seen order); block ends, usage (``cached_tokens`` /
     ``prompt_cache_hit_tokens`` are subtracted from the input) and the finish follow
     ``[DONE]``. ``finish_reason`` maps ``stop`` → stop, ``tool_calls`` → tool-calls, ``length``
-    → max-tokens; any other reason is an error named after it.
+    → max-tokens (a ``stop`` that carries tool calls is reported as tool-calls); any other
+    reason is an error named after it (``content_filter`` → code ``CONTENT_FILTER``).
 
     Failures end the stream with ``Finish("error", failure)``: HTTP errors as mapped by
     :func:`http_failure`; a refused connection or a broken body ``TRANSPORT``; no bytes for
