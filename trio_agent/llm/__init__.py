@@ -27,6 +27,7 @@ from ._types import BlockStart as BlockStart
 from ._types import ContentBlock as ContentBlock
 from ._types import Finish as Finish
 from ._types import FinishReason as FinishReason
+from ._types import FrozenMessages as FrozenMessages
 from ._types import GenerateRequest as GenerateRequest
 from ._types import ImageBlock as ImageBlock
 from ._types import LlmCallConfig as LlmCallConfig
@@ -59,6 +60,7 @@ __all__ = [
     "ContentBlock",
     "Finish",
     "FinishReason",
+    "FrozenMessages",
     "GenerateRequest",
     "Generation",
     "ImageBlock",

@@ -6,7 +6,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -288,7 +288,7 @@ class OfflineAdapter:
         return f'I am the offline model and I did not understand "{shown}". {can}'
 
     @staticmethod
-    def _summarise(messages: tuple[Message, ...]) -> ScriptedResponse:
+    def _summarise(messages: Sequence[Message]) -> ScriptedResponse:
         calls: dict[str, ToolCallBlock] = {}
         for message in messages:
             for call in message.tool_calls:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -18,6 +18,7 @@ __all__ = [
     "ContentBlock",
     "Finish",
     "FinishReason",
+    "FrozenMessages",
     "GenerateRequest",
     "ImageBlock",
     "LlmCallConfig",
@@ -231,12 +232,25 @@ class ToolResult:
         return message_text(self.content)
 
 
+class FrozenMessages(Sequence[Message]):
+    """Base for immutable message sequences a :class:`GenerateRequest` may hold without copying
+    (the session's ``MessageHistory`` is one: an O(1) view of an append-only history)."""
+
+    __slots__ = ()
+
+
+def _frozen_messages(messages: Sequence[Message]) -> Sequence[Message]:
+    if isinstance(messages, tuple | FrozenMessages):
+        return messages
+    return tuple(messages)
+
+
 @attrs.frozen
 class GenerateRequest:
     """Everything one model call needs."""
 
     config: LlmCallConfig
-    messages: tuple[Message, ...]
+    messages: Sequence[Message] = attrs.field(converter=_frozen_messages)
     system: str | None = None
     tools: tuple[ToolSchema, ...] = ()
     session_id: SessionId | None = None

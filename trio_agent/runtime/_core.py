@@ -517,6 +517,37 @@ class Fiber:
         else:
             await self._unload(final=True)
 
+    def discard(self) -> None:
+        """Dispose synchronously a fiber that never started a task and holds only synchronous
+        effects - for rolling back a scope from synchronous code. Its effects run LIFO.
+
+        Raises:
+            RuntimeError: the fiber has tasks or an async effect; use ``await dispose()``.
+        """
+        if self.state in (FiberState.DISPOSED, FiberState.FAILED):
+            return
+        if self._host_done is not None or any(d.is_async for d in self._effects):
+            raise RuntimeError(
+                f"plugin {self.name!r} has tasks or async effects and cannot be discarded "
+                "synchronously; use 'await fiber.dispose()'"
+            )
+        self.state = FiberState.UNLOADING
+        while self._effects:
+            disposer = self._effects[-1]
+            try:
+                disposer()
+            except Exception:
+                logger.exception(
+                    "disposer %s of plugin %r raised; the remaining disposers still run",
+                    disposer.label or "?",
+                    self.name,
+                )
+            self._forget(disposer)
+        self.state = FiberState.DISPOSED
+        self.runtime.services.dependents.discard(self)
+        if self._handle is not None:
+            self._handle._finish()
+
     async def wait_active(self) -> None:
         """Wait until the fiber is active; raise :class:`InactiveContextError` if it ends first."""
         while self.state is not FiberState.ACTIVE:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, final, overload
 
 from ..ids import MessageId
-from ..llm import Message, ReasoningBlock, TextBlock
+from ..llm import FrozenMessages, Message, ReasoningBlock, TextBlock
 from ._events import (
     AssistantMessageEvent,
     ContextMessageEvent,
@@ -107,7 +107,7 @@ def project_messages(events: Iterable[SessionEvent]) -> tuple[Message, ...]:
 
 
 @final
-class MessageHistory(Sequence[Message]):
+class MessageHistory(FrozenMessages):
     """An immutable snapshot of a session's model history, made in O(1).
 
     It is a read-only window of fixed length onto the session's append-only message list, so

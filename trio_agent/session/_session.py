@@ -176,6 +176,11 @@ class Session:
         return self._detached
 
     @property
+    def live(self) -> bool:
+        """True while the session is published in a store and not detached."""
+        return self._owner is not None and not self._detached
+
+    @property
     def last_turn(self) -> int:
         """Number of the latest ``turn/start`` (seed included), 0 if there is none."""
         return self._last_turn

@@ -104,6 +104,23 @@ class SessionStore(Service, name="sessions"):
     ) -> Session:
         """Create a live session owned by the calling context's fiber; emit ``session/created``.
 
+        Same as ``publish(prepare(...))``; see :meth:`prepare` for the arguments.
+        """
+        return self.publish(self.prepare(session_id, meta, seed, cwd, header=header))
+
+    def prepare(
+        self,
+        session_id: str,
+        meta: dict[str, Any] | None = None,
+        seed: Sequence[SessionEvent] | None = None,
+        cwd: str | None = None,
+        *,
+        header: SessionHeader | None = None,
+    ) -> Session:
+        """Build a session without publishing it: it is not live, has no owner, and no
+        ``session/created`` is emitted. :meth:`publish` it, or simply drop it (nothing to undo).
+        Its store events will be aimed at the calling context's scope.
+
         Args:
             session_id: ``^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`` (it doubles as a file name).
             meta: free-form lossless-JSON metadata, kept (copied) in the header.
@@ -142,7 +159,7 @@ class SessionStore(Service, name="sessions"):
                 seed_length=None if seed is None else len(seed),
                 meta=_snapshot_meta(meta),
             )
-        return self._open(header, seed, copy=True)
+        return self._prepare(header, seed, copy=True)
 
     def fork(
         self,
@@ -219,18 +236,40 @@ class SessionStore(Service, name="sessions"):
     def _open(
         self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
     ) -> Session:
-        owner_ctx = self.caller
-        owner_ctx.fiber.check_active("create a session on")
-        session = Session(header, emit=self.ctx.emit, scope=owner_ctx.scope)
+        return self.publish(self._prepare(header, seed, copy=copy))
+
+    def _prepare(
+        self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
+    ) -> Session:
+        self.caller.fiber.check_active("create a session on")
+        session = Session(header, emit=self.ctx.emit, scope=self.caller.scope)
         if seed is not None:
             session._load_seed(seed, copy=copy)
         session._on_deferred_detach = self.detach
+        return session
+
+    def publish(self, session: Session) -> Session:
+        """Make a :meth:`prepare` d session live, owned by the calling context's fiber, and emit
+        ``session/created``. Returns ``session``.
+
+        Raises:
+            SessionExistsError: a live session already has its id (or it was published before).
+            InactiveContextError: the calling context's fiber is unloading.
+        """
+        owner_ctx = self.caller
+        owner_ctx.fiber.check_active("publish a session on")
+        if session._owner is not None or session._detached:
+            raise SessionExistsError(
+                f"session {session.id!r} was already published; prepare a new session instead",
+                session_id=session.id,
+            )
+        self._new_id(session.id)
         # The owner's fiber detaches the session when it unloads; registering first means a
         # failure here leaves nothing behind.
         session._owner = owner_ctx.fiber.add(
-            Disposer(lambda: self.detach(session), label=f"session {header.session_id}")
+            Disposer(lambda: self.detach(session), label=f"session {session.id}")
         )
-        self._live[header.session_id] = session
+        self._live[session.id] = session
         self.ctx.emit("session/created", SessionCreated(session), target=session.scope)
         return session
 

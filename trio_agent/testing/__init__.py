@@ -1,4 +1,5 @@
-"""Test helpers for code built on trio-agent: a scripted model and a fake OpenAI server.
+"""Test helpers for code built on trio-agent: a scripted model, a complete test harness and a
+fake OpenAI server.
 
 Use :class:`ScriptedAdapter` with the response builders (:func:`text`, :func:`tool_call`,
 :func:`max_tokens`, :func:`error`, :func:`hang` ...) to drive an agent without a network, and
@@ -17,6 +18,9 @@ from ..llm._scripted import raw as raw
 from ..llm._scripted import reasoning as reasoning
 from ..llm._scripted import text as text
 from ..llm._scripted import tool_call as tool_call
+from ._harness import TestHarness as TestHarness
+from ._harness import event_types as event_types
+from ._harness import open_test_harness as open_test_harness
 from ._openai_server import DROP as DROP
 from ._openai_server import HANG as HANG
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
@@ -56,14 +60,17 @@ __all__ = [
     "ScriptedProvider",
     "ScriptedResponse",
     "SseResponse",
+    "TestHarness",
     "completion_chunk",
     "error",
     "error_response",
+    "event_types",
     "hang",
     "hang_response",
     "json_response",
     "max_tokens",
     "open_fake_openai_server",
+    "open_test_harness",
     "raises",
     "raw",
     "reasoning",

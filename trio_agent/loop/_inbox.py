@@ -1,0 +1,79 @@
+"""The agent's inbox: queued prompts, steering and injected context (package-internal)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import final
+
+import trio
+
+from ..llm import Message
+
+__all__ = ["Inbox"]
+
+
+@final
+class Inbox:
+    """Three FIFOs and a wake-up.
+
+    * ``queued``: prompts for the next turn (several queued prompts are batched into one turn);
+    * ``steering``: messages for the running turn, taken between steps;
+    * ``injected``: context for the next request that must not start a turn.
+
+    ``cancel()`` clears ``queued`` and ``steering``; injected context is not a prompt and stays.
+    """
+
+    __slots__ = ("_wake", "injected", "queued", "steering")
+
+    def __init__(self) -> None:
+        self.queued: deque[Message] = deque()
+        self.steering: deque[Message] = deque()
+        self.injected: deque[Message] = deque()
+        self._wake = trio.Event()
+
+    def enqueue(self, message: Message) -> None:
+        self.queued.append(message)
+        self._wake.set()
+
+    def steer(self, message: Message) -> None:
+        self.steering.append(message)
+
+    def inject(self, message: Message) -> None:
+        self.injected.append(message)
+
+    def requeue_steering(self) -> None:
+        """Move leftover steering to the end of ``queued`` (it opens the next turn)."""
+        if self.steering:
+            self.queued.extend(self.steering)
+            self.steering.clear()
+            self._wake.set()
+
+    def clear(self) -> None:
+        """Drop queued prompts and steering."""
+        self.queued.clear()
+        self.steering.clear()
+
+    def take_queued(self) -> list[Message]:
+        taken = list(self.queued)
+        self.queued.clear()
+        return taken
+
+    def take_steering(self) -> list[Message]:
+        taken = list(self.steering)
+        self.steering.clear()
+        return taken
+
+    def take_injected(self) -> list[Message]:
+        taken = list(self.injected)
+        self.injected.clear()
+        return taken
+
+    def wake(self) -> None:
+        """Wake a waiting driver without queuing anything (used to stop it)."""
+        self._wake.set()
+
+    async def wait(self) -> None:
+        """Block until :meth:`enqueue`, :meth:`requeue_steering` or :meth:`wake` was called
+        since the last wait. Callers re-check their condition in a loop."""
+        await self._wake.wait()
+        self._wake = trio.Event()

@@ -1,0 +1,90 @@
+"""A complete in-process harness on a scripted model, for testing plugins, tools and agents."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import final
+
+import attrs
+
+from ..agent import AgentOptions, AgentRegistry, RetryPlugin
+from ..llm import LlmService, RetryPolicy
+from ..llm._scripted import ScriptedAdapter, ScriptItem
+from ..loop import AgentLoop, ReactLoopAgent
+from ..prompt import SystemPrompt
+from ..runtime import Context, open_runtime
+from ..session import Session, SessionStore
+from ..tools import Tool, ToolRegistry
+
+__all__ = ["TestHarness", "event_types", "open_test_harness"]
+
+
+@final
+@attrs.define(eq=False)
+class TestHarness:
+    """What :func:`open_test_harness` yields: the root context and the scripted model."""
+
+    __test__ = False  # not a pytest test class
+
+    ctx: Context
+    model: ScriptedAdapter
+
+    def agent(self, id: str = "agent", options: AgentOptions | None = None) -> ReactLoopAgent:
+        """Create an agent owned by the root context (``ctx.agent_loop.create``)."""
+        agent: ReactLoopAgent = self.ctx.agent_loop.create(id, options)
+        return agent
+
+
+@contextlib.asynccontextmanager
+async def open_test_harness(
+    responses: Iterable[ScriptItem] = (),
+    *,
+    tools: Sequence[Tool] = (),
+    persona: str = "",
+    retry: RetryPolicy | None = None,
+    max_parallel_tool_calls: int = 10,
+    teardown_timeout: float = 10.0,
+) -> AsyncIterator[TestHarness]:
+    """Open a runtime with every core service on a :class:`ScriptedAdapter` named ``scripted``.
+
+    ``responses`` is the model's script; ``tools`` are registered globally; ``retry`` mounts the
+    retry plugin with that policy (omit it for no retries). Agents created with
+    :meth:`TestHarness.agent` use the scripted model.
+
+    ::
+
+        async with open_test_harness([text("hi")]) as h:
+            agent = h.agent()
+            agent.send("hello")
+            await agent.wait_idle()
+    """
+    async with open_runtime(teardown_timeout=teardown_timeout) as ctx:
+        await ctx.plugin(LlmService)
+        model = ScriptedAdapter(name="scripted", responses=list(responses))
+        ctx.llm.register(model, retry_policy=retry)
+        await ctx.plugin(SessionStore)
+        await ctx.plugin(ToolRegistry)
+        await ctx.plugin(SystemPrompt, {"persona": persona})
+        await ctx.plugin(AgentRegistry)
+        if retry is not None:
+            await ctx.plugin(RetryPlugin, {"seed": 0})
+        await ctx.plugin(
+            AgentLoop,
+            AgentLoop.Config(
+                provider="scripted",
+                model="scripted-model",
+                max_parallel_tool_calls=max_parallel_tool_calls,
+            ),
+        )
+        for tool in tools:
+            ctx.tools.register(tool)
+        yield TestHarness(ctx, model)
+
+
+def event_types(
+    session: Session, *, skip: Iterable[str] = ("assistant/chunk",), since: int = 0
+) -> list[str]:
+    """The event types of ``session`` from seq ``since``, leaving out ``skip`` (chunks by default)."""
+    skipped = set(skip)
+    return [e.type for e in session.events[since:] if e.type not in skipped]
