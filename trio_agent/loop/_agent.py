@@ -298,8 +298,9 @@ class ReactLoopAgent:
         self._notify()
 
     def _settle(self) -> None:
-        """After a turn (or a dropped one): go idle unless more is queued."""
-        if not self._inbox.queued:
+        """After a turn (or a dropped one): go idle unless more is queued or the agent closes
+        (then the status goes straight from running to disposed)."""
+        if not self._inbox.queued and not self._closing:
             self._set_status("idle")
 
     def _quiescent(self) -> bool:
