@@ -1,0 +1,242 @@
+"""Agent loop cost: per-step overhead, many concurrent agents, and cancel latency.
+
+1. Harness overhead per step: a scripted zero-latency model that asks for one no-op tool call per
+   step, through the whole loop (events, waterfalls, pipeline, log). Floor: a hand-written trio
+   loop doing the same appends, the same model stream and the same tool body calls.
+2. N agents running one turn each concurrently, model latency ``trio.sleep(0.01)``: wall time
+   next to the ideal (one latency), and peak RSS per agent (measured in a fresh subprocess).
+3. Cancel latency: from ``agent.cancel()`` during a stream to ``turn/end`` appended (p50, p99).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import trio
+import trio.testing
+
+from benchmarks._harness import Metric, print_table
+from trio_agent.ids import CallId
+from trio_agent.llm import (
+    BlockAssembler,
+    GenerateRequest,
+    Message,
+    StreamChunk,
+    TextBlock,
+    ToolResult,
+)
+from trio_agent.llm._scripted import ScriptedAdapter
+from trio_agent.session import (
+    AssistantChunk,
+    AssistantMessageEvent,
+    StepEnd,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
+from trio_agent.testing import hang, open_test_harness, text, tool_call
+from trio_agent.tools import tool
+
+
+@tool
+async def noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def _script(steps: int) -> list[Any]:
+    return [tool_call(f"c{i}", "noop", "{}") for i in range(steps - 1)] + [text("done")]
+
+
+async def _harness_steps(steps: int) -> float:
+    async with open_test_harness(_script(steps), tools=[noop]) as h:
+        agent = h.agent()
+        start = time.perf_counter()
+        agent.send("go")
+        await agent.wait_idle()
+        elapsed = time.perf_counter() - start
+        assert sum(e.type == "step/start" for e in agent.session.events) == steps
+    return elapsed / steps
+
+
+async def _floor_steps(steps: int) -> float:
+    """The same work without the harness: appends, the model stream, the tool body."""
+    async with open_test_harness() as h:
+        session = h.ctx.sessions.create("floor")
+        model = ScriptedAdapter(name="floor", responses=_script(steps))
+        body = noop.body
+        start = time.perf_counter()
+        session.append(TurnStart.event_type, TurnStart(turn=1))
+        session.append(
+            UserMessageEvent.event_type, UserMessageEvent(turn=1, message=Message.user("go"))
+        )
+        for step in range(1, steps + 1):
+            history = session.derive_messages()
+            session.append(StepStart.event_type, StepStart(turn=1, step=step))
+            assembler = BlockAssembler()
+            request = GenerateRequest(config=_CONFIG, messages=history)
+            async with model.stream(request) as chunks:
+                async for chunk in chunks:
+                    session.append(
+                        AssistantChunk.event_type, AssistantChunk(turn=1, step=step, chunk=chunk)
+                    )
+                    assembler.feed(chunk)
+            message = assembler.message()
+            session.append(
+                AssistantMessageEvent.event_type,
+                AssistantMessageEvent(turn=1, step=step, message=message, finish="stop"),
+            )
+            for call in message.tool_calls:
+                session.append(
+                    ToolCallEvent.event_type,
+                    ToolCallEvent(
+                        turn=1, step=step, call_id=call.id, name=call.name, arguments=call.arguments
+                    ),
+                )
+                output = await body({}, None)  # type: ignore[arg-type]
+                result = ToolResult(call_id=CallId(call.id), content=(TextBlock(str(output)),))
+                session.append(
+                    ToolResultEvent.event_type,
+                    ToolResultEvent(turn=1, step=step, call_id=call.id, result=result),
+                )
+            session.append(StepEnd.event_type, StepEnd(turn=1, step=step))
+        session.append(TurnEnd.event_type, TurnEnd(turn=1, reason="completed"))
+        elapsed = time.perf_counter() - start
+    return elapsed / steps
+
+
+from trio_agent.llm import LlmCallConfig  # noqa: E402
+
+_CONFIG = LlmCallConfig(provider="floor", model="floor")
+
+
+class _LatencyModel:
+    """Answers every request with one short text after ``trio.sleep(latency)``."""
+
+    def __init__(self, latency: float) -> None:
+        self.name = "latency"
+        self._latency = latency
+        self._chunks = ScriptedAdapter(name="x", responses=[text("hi")])
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[StreamChunk]]:
+        send, receive = trio.open_memory_channel[StreamChunk](16)
+        await trio.sleep(self._latency)
+        async with send:
+            for chunk in text("hi").chunks():
+                send.send_nowait(chunk)
+        async with receive:
+            yield receive
+
+
+async def _many_agents(count: int, latency: float) -> dict[str, float]:
+    async with open_test_harness() as h:
+        h.ctx.llm.register(_LatencyModel(latency))
+        from trio_agent.agent import AgentOptions
+
+        baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        agents = [h.agent(f"a{i}", AgentOptions(provider="latency")) for i in range(count)]
+        start = time.perf_counter()
+        for agent in agents:
+            agent.send("hello")
+        for agent in agents:
+            await agent.wait_idle()
+        wall = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert all(any(e.type == "turn/end" for e in agent.session.events) for agent in agents)
+    return {"wall": wall, "rss_per_agent_kib": (peak - baseline) / count}
+
+
+async def _cancel_latencies(samples: int) -> list[float]:
+    latencies: list[float] = []
+    async with open_test_harness([hang(partial="streaming")] * samples) as h:
+        agent = h.agent()
+        for _ in range(samples):
+            ended = trio.Event()
+            stamp: list[float] = []
+
+            def on_event(event: Any, ended: trio.Event = ended, stamp: list[float] = stamp) -> None:
+                if event.event.type == "turn/end" and not stamp:
+                    stamp.append(time.perf_counter())
+                    ended.set()
+
+            off = agent.ctx.on("session/event", on_event)
+            agent.send("go")
+            await trio.testing.wait_all_tasks_blocked()
+            start = time.perf_counter()
+            agent.cancel()
+            await ended.wait()
+            latencies.append(stamp[0] - start)
+            off()
+            await agent.wait_idle()
+    return latencies
+
+
+def _child(count: int) -> None:
+    result = trio.run(_many_agents, count, 0.01)
+    print(json.dumps(result))
+
+
+def _in_subprocess(count: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_loop", "--child", str(count)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def run(smoke: bool) -> list[Metric]:
+    steps = 20 if smoke else 300
+    harness = min(trio.run(_harness_steps, steps) for _ in range(1 if smoke else 5))
+    floor = min(trio.run(_floor_steps, steps) for _ in range(1 if smoke else 5))
+    metrics = [
+        Metric(
+            "loop overhead per step (1 no-op tool call)",
+            harness * 1e6,
+            "µs",
+            floor * 1e6,
+            "floor: hand-written trio loop, same appends and calls",
+        )
+    ]
+    for count in (50,) if smoke else (1_000, 10_000):
+        result = _in_subprocess(count)
+        metrics.append(
+            Metric(
+                f"{count:,} agents, one turn each (10 ms model)",
+                result["wall"] * 1e3,
+                "ms",
+                10.0,
+                "floor: the ideal, one model latency",
+            )
+        )
+        metrics.append(
+            Metric(f"peak RSS per agent ({count:,} agents)", result["rss_per_agent_kib"], "KiB")
+        )
+    samples = sorted(trio.run(_cancel_latencies, 20 if smoke else 300))
+    metrics.append(Metric("cancel → turn/end, p50", statistics.median(samples) * 1e6, "µs"))
+    metrics.append(
+        Metric("cancel → turn/end, p99", samples[int(len(samples) * 0.99) - 1] * 1e6, "µs")
+    )
+    return metrics
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        _child(int(sys.argv[sys.argv.index("--child") + 1]))
+    else:
+        print_table(run(smoke="--smoke" in sys.argv))
