@@ -17,6 +17,7 @@ EXPECTED = {
     "DEFAULT_RETRY_CODES",
     "Finish",
     "FinishReason",
+    "FrozenMessages",
     "GenerateRequest",
     "Generation",
     "ImageBlock",
