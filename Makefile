@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_STAMP := $(VENV)/.installed-test
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: test lint demo bench bench-smoke clean
+.PHONY: test lint demo bench bench-smoke bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,19 @@ bench: $(TEST_STAMP)
 
 bench-smoke: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks --smoke
+
+# Peer frameworks live in their own venv, installed from the bench-peers extra, never in .venv.
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): pyproject.toml | $(TEST_STAMP)
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(BIN)/python -m benchmarks.bench_peers --requirements > $(PEERS_VENV)/requirements.txt
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r $(PEERS_VENV)/requirements.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(TEST_STAMP) $(PEERS_STAMP)
+	$(BIN)/python -m benchmarks bench_peers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
