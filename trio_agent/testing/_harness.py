@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -13,7 +13,7 @@ from ..llm import LlmService, RetryPolicy
 from ..llm._scripted import ScriptedAdapter, ScriptItem
 from ..loop import AgentLoop, ReactLoopAgent
 from ..prompt import SystemPrompt
-from ..runtime import Context, open_runtime
+from ..runtime import Context, Plugin, open_runtime
 from ..session import Session, SessionStore
 from ..tools import Tool, ToolRegistry
 
@@ -45,11 +45,15 @@ async def open_test_harness(
     retry: RetryPolicy | None = None,
     max_parallel_tool_calls: int = 10,
     teardown_timeout: float = 10.0,
+    persistence: Plugin | None = None,
+    persistence_config: Any = None,
 ) -> AsyncIterator[TestHarness]:
     """Open a runtime with every core service on a :class:`ScriptedAdapter` named ``scripted``.
 
     ``responses`` is the model's script; ``tools`` are registered globally; ``retry`` mounts the
-    retry plugin with that policy (omit it for no retries). Agents created with
+    retry plugin with that policy (omit it for no retries); ``persistence`` mounts a
+    ``session_persistence`` plugin (``MemoryPersistence``, ``JsonlPersistence`` ...) with
+    ``persistence_config``, so ``ctx.agents.resume`` works. Agents created with
     :meth:`TestHarness.agent` use the scripted model.
 
     ::
@@ -64,6 +68,8 @@ async def open_test_harness(
         model = ScriptedAdapter(name="scripted", responses=list(responses))
         ctx.llm.register(model, retry_policy=retry)
         await ctx.plugin(SessionStore)
+        if persistence is not None:
+            await ctx.plugin(persistence, persistence_config)
         await ctx.plugin(ToolRegistry)
         await ctx.plugin(SystemPrompt, {"persona": persona})
         await ctx.plugin(AgentRegistry)

@@ -1,0 +1,353 @@
+"""The SQLite backend: every session in one database file (stdlib ``sqlite3``, WAL mode).
+
+Schema (``PRAGMA user_version = 1``)::
+
+    sessions(id TEXT PRIMARY KEY, header TEXT /* JSON */, created_at REAL, updated_at REAL)
+    events(session_id, seq, type, time, data TEXT /* JSON */, PRIMARY KEY(session_id, seq))
+
+One row per event; every write is one ``BEGIN IMMEDIATE`` transaction with
+``synchronous=FULL``, so a flush is all-or-nothing and durable when it returns. The one
+connection is used from one worker thread at a time (a trio lock serialises the calls); the
+database is opened on first use, its directory created 0700 and its file 0600.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, final
+
+import attrs
+import trio
+
+from ..ids import SessionId
+from ..runtime import Context
+from ..session import SessionEvent, SessionHeader
+from ._errors import (
+    PersistenceError,
+    SessionCorruptError,
+    SessionFormatError,
+    StoredSessionExistsError,
+)
+from ._format import (
+    InfoBuilder,
+    decode_json,
+    encode_json,
+    event_from_json,
+    header_from_json,
+    header_to_json,
+    title_of,
+)
+from ._types import SessionInfo
+from ._writer import PersistenceService, Position, ReadResult
+
+__all__ = ["SqlitePersistence"]
+
+logger = logging.getLogger("trio_agent.persistence")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: ``PRAGMA user_version`` of the schema this build reads and writes.
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        header TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time REAL NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX events_by_type ON events (session_id, type, seq)",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+@final
+class SqlitePersistence(PersistenceService, name="session_persistence"):
+    """``ctx.session_persistence`` in one SQLite database (WAL, ``synchronous=FULL``).
+
+    ``path`` is resolved against the working directory when the plugin loads. Same semantics
+    as :class:`~trio_agent.persistence.JsonlPersistence`.
+    """
+
+    @attrs.frozen
+    class Config:
+        """``path``: the database file."""
+
+        path: str = ".trio-agent/sessions.sqlite3"
+
+    config: SqlitePersistence.Config
+
+    def __init__(self, ctx: Context, config: SqlitePersistence.Config) -> None:
+        path = os.path.abspath(config.path)
+        super().__init__(ctx, config, _SqliteBackend(path))
+        #: The absolute path of the database file.
+        self.path = path
+
+
+@final
+class _SqliteBackend:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = trio.Lock()
+        # A list, so the connection can be set without rebinding an attribute.
+        self._db: list[sqlite3.Connection] = []
+
+    def location(self, session_id: SessionId) -> str:
+        return f"{self.path} (session {session_id!r})"
+
+    async def _run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: Any) -> T:
+        """Run ``fn(connection, *args)`` in a worker thread, one call at a time."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._call, fn, *args)
+
+    async def _query(
+        self, fn: Callable[Concatenate[sqlite3.Connection, P], T], absent: T, *args: Any
+    ) -> T:
+        """Like :meth:`_run` for reads: ``absent`` when the database was never created (reads
+        never create it)."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._call_if_created, absent, fn, *args)
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if not self._db:
+            self._db.append(self._open())
+        return fn(self._db[0], *args)
+
+    def _call_if_created(self, absent: T, fn: Callable[..., T], *args: Any) -> T:
+        if not self._db and not os.path.exists(self.path):
+            return absent
+        return self._call(fn, *args)
+
+    def _open(self) -> sqlite3.Connection:
+        directory = os.path.dirname(self.path)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise PersistenceError(
+                f"cannot open the session database {self.path}: {exc}; check the path and its "
+                "permissions"
+            ) from exc
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("PRAGMA foreign_keys = ON")
+            self._check_schema(db)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise PersistenceError(
+                    f"cannot use {self.path} as a session database: {exc}; is it an SQLite "
+                    "database? Move it aside or point SqlitePersistence at another path"
+                ) from exc
+            raise
+        return db
+
+    def _check_schema(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {
+                row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if version == 0 and not tables:
+                for statement in _SCHEMA:
+                    db.execute(statement)
+            elif version != SCHEMA_VERSION or not {"sessions", "events"} <= tables:
+                raise SessionFormatError(
+                    f"session database {self.path} has schema version {version} (this build "
+                    f"reads version {SCHEMA_VERSION}"
+                    + ("" if version else ", and the file holds other tables")
+                    + "); use a build that reads it, or point SqlitePersistence at another path",
+                    path=self.path,
+                    found=version,
+                    supported=(SCHEMA_VERSION,),
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def read(self, session_id: SessionId) -> ReadResult | None:
+        return await self._query(self._read, None, session_id)
+
+    def _read(self, db: sqlite3.Connection, session_id: SessionId) -> ReadResult | None:
+        try:
+            db.execute("BEGIN")
+            try:
+                row = db.execute(
+                    "SELECT header FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                rows = (
+                    db.execute(
+                        "SELECT seq, type, time, data FROM events WHERE session_id = ? ORDER BY seq",
+                        (session_id,),
+                    ).fetchall()
+                    if row is not None
+                    else []
+                )
+            finally:
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise PersistenceError(
+                f"cannot read session {session_id!r} from {self.path}: {exc}"
+            ) from exc
+        if row is None:
+            return None
+        header = header_from_json(
+            self._decode(row[0], session_id, "header"),
+            path=self.path,
+            line=None,
+            session_id=session_id,
+        )
+        events: list[SessionEvent] = []
+        for expected, (seq, kind, stamp, data) in enumerate(rows):
+            obj = {
+                "seq": seq,
+                "type": kind,
+                "time": stamp,
+                "data": self._decode(data, session_id, f"event {seq}"),
+            }
+            event = event_from_json(obj, expected)
+            if type(event) is str:
+                raise SessionCorruptError(
+                    f"session database {self.path}, session {session_id!r}, event row seq "
+                    f"{seq}: {event}; restore the database from a backup",
+                    path=self.path,
+                )
+            events.append(event)  # type: ignore[arg-type]
+        return ReadResult(header, tuple(events), Position(len(events)))
+
+    def _decode(self, text: object, session_id: SessionId, what: str) -> object:
+        try:
+            if type(text) is not str:
+                raise ValueError(f"found {type(text).__name__}, expected JSON text")
+            return decode_json(text)
+        except ValueError as exc:
+            raise SessionCorruptError(
+                f"session database {self.path}, session {session_id!r}: the {what} is not valid "
+                f"JSON ({exc}); restore the database from a backup",
+                path=self.path,
+            ) from None
+
+    async def exists(self, session_id: SessionId) -> bool:
+        return await self._query(self._exists, False, session_id)
+
+    @staticmethod
+    def _exists(db: sqlite3.Connection, session_id: SessionId) -> bool:
+        row = db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None
+
+    async def infos(self) -> list[SessionInfo]:
+        return await self._query(self._infos, [])
+
+    def _infos(self, db: sqlite3.Connection) -> list[SessionInfo]:
+        rows = db.execute(
+            """SELECT s.id, s.header, s.updated_at,
+                (SELECT COUNT(*) FROM events e
+                    WHERE e.session_id = s.id AND e.type = 'turn/start'),
+                (SELECT data FROM events e
+                    WHERE e.session_id = s.id AND e.type = 'user/message'
+                    ORDER BY e.seq LIMIT 1)
+            FROM sessions s"""
+        ).fetchall()
+        infos = []
+        for sid, head, updated_at, turns, prompt in rows:
+            try:
+                header = header_from_json(
+                    self._decode(head, sid, "header"), path=self.path, line=None, session_id=sid
+                )
+                title = None if prompt is None else title_of(self._decode(prompt, sid, "prompt"))
+            except PersistenceError as exc:
+                logger.warning("skipping unreadable session %r in %s: %s", sid, self.path, exc)
+                continue
+            builder = InfoBuilder(header)
+            infos.append(
+                attrs.evolve(builder.info(), updated_at=updated_at, turns=turns, title=title)
+            )
+        return infos
+
+    # --- writing ----------------------------------------------------------------------------
+
+    async def write(
+        self, header: SessionHeader, position: Position | None, events: Sequence[SessionEvent]
+    ) -> Position:
+        rows = [(header.session_id, e.seq, e.type, e.time, encode_json(e.data)) for e in events]
+        head = encode_json(header_to_json(header))
+        return await self._run(self._write, header, head, position, rows)
+
+    def _write(
+        self,
+        db: sqlite3.Connection,
+        header: SessionHeader,
+        head: str,
+        position: Position | None,
+        rows: list[tuple[str, int, str, float, str]],
+    ) -> Position:
+        sid = header.session_id
+        start = 0 if position is None else position.count
+        updated_at = rows[-1][3] if rows else header.created_at
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if position is None:
+                    try:
+                        db.execute(
+                            "INSERT INTO sessions (id, header, created_at, updated_at) "
+                            "VALUES (?, ?, ?, ?)",
+                            (sid, head, header.created_at, updated_at),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise StoredSessionExistsError(
+                            f"session {sid!r} already has a stored log in {self.path}; a new "
+                            "session never overwrites one: resume it (ctx.agents.resume) or pick "
+                            "another id",
+                            session_id=sid,
+                        ) from None
+                else:
+                    stored = db.execute(
+                        "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = ?", (sid,)
+                    ).fetchone()[0]
+                    if stored != start:
+                        raise PersistenceError(
+                            f"session {sid!r} in {self.path} holds {stored} events, but "
+                            f"{start} were written or loaded here; another program changed it. "
+                            "Load the session again"
+                        )
+                    db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (updated_at, sid))
+                db.executemany(
+                    "INSERT INTO events (session_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise OSError(f"SQLite error: {exc}") from exc
+        return Position(start + len(rows))
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._db:
+                db = self._db.pop()
+                await trio.to_thread.run_sync(db.close)
