@@ -11,7 +11,7 @@ import attrs
 from ..agent import AgentOptions, AgentRegistry, RetryPlugin
 from ..llm import LlmService, RetryPolicy
 from ..llm._scripted import ScriptedAdapter, ScriptItem
-from ..loop import AgentLoop, ReactLoopAgent
+from ..loop import AgentConfig, AgentLoop, ReactLoopAgent
 from ..prompt import SystemPrompt
 from ..runtime import Context, Plugin, open_runtime
 from ..session import Session, SessionStore
@@ -47,14 +47,15 @@ async def open_test_harness(
     teardown_timeout: float = 10.0,
     persistence: Plugin | None = None,
     persistence_config: Any = None,
+    agents: Sequence[AgentConfig] = (),
 ) -> AsyncIterator[TestHarness]:
     """Open a runtime with every core service on a :class:`ScriptedAdapter` named ``scripted``.
 
     ``responses`` is the model's script; ``tools`` are registered globally; ``retry`` mounts the
     retry plugin with that policy (omit it for no retries); ``persistence`` mounts a
     ``session_persistence`` plugin (``MemoryPersistence``, ``JsonlPersistence`` ...) with
-    ``persistence_config``, so ``ctx.agents.resume`` works. Agents created with
-    :meth:`TestHarness.agent` use the scripted model.
+    ``persistence_config``, so ``ctx.agents.resume`` works; ``agents`` are the loop's
+    configured agent rows. Agents created with :meth:`TestHarness.agent` use the scripted model.
 
     ::
 
@@ -81,6 +82,7 @@ async def open_test_harness(
                 provider="scripted",
                 model="scripted-model",
                 max_parallel_tool_calls=max_parallel_tool_calls,
+                agents=tuple(agents),
             ),
         )
         for tool in tools:
