@@ -549,21 +549,19 @@ def glob_paths(ws: Workspace, limits: Limits, pattern: str, stop: threading.Even
 
 
 def _walk_files(start: str, stop: threading.Event) -> Iterator[str]:
-    """Files under ``start`` in name order; symbolic links to directories are not followed and
-    :data:`SKIPPED_DIRECTORIES` below ``start`` are not entered."""
-    stack = [start]
+    """Files under ``start``, depth first in name order; symbolic links to directories are not
+    followed and :data:`SKIPPED_DIRECTORIES` below ``start`` are not entered."""
+    stack = [iter(_scan(start))]
     while stack:
-        directory = stack.pop()
-        subdirectories: list[str] = []
-        for entry in _scan(directory):
-            if stop.is_set():
-                raise _Stopped
-            if _entry_is_dir(entry):
-                if not entry.is_symlink() and entry.name not in SKIPPED_DIRECTORIES:
-                    subdirectories.append(entry.path)
-            else:
-                yield entry.path
-        stack.extend(reversed(subdirectories))
+        if stop.is_set():
+            raise _Stopped
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+        elif not _entry_is_dir(entry):
+            yield entry.path
+        elif not entry.is_symlink() and entry.name not in SKIPPED_DIRECTORIES:
+            stack.append(iter(_scan(entry.path)))
 
 
 def grep(
