@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from builtin_helpers import Mount, fails, ok
 
 from trio_agent.runtime import Context
 from trio_agent.tools import INVALID_ARGS
+from trio_agent.tools.builtin import Workspace, _files
 
 
 def lines(n: int, prefix: str = "line") -> str:
@@ -80,6 +82,21 @@ async def test_read_truncation_by_bytes(ctx: Context, mount: Mount, root: Path) 
     text = await ok(ctx, "read_file", path="f.txt")
     assert text.startswith("a" * 9 + "\n" + "b" * 9 + "\n[showing lines 1-2 of 3:")
     assert "at most 2000 lines / 21 bytes" in text and "start_line=3" in text
+
+
+async def test_read_huge_file_note_gives_the_size(
+    ctx: Context, mount: Mount, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f.txt").write_text(lines(100))
+    monkeypatch.setattr(_files, "_MAX_COUNT_BYTES", 10)  # "huge": do not count the rest
+    await mount(max_read_lines=2)
+    text = await ok(ctx, "read_file", path="f.txt")
+    assert text.startswith("line 1\nline 2\n[showing lines 1-2 of a 792-byte file: ")
+    assert await ok(ctx, "read_file", path="f.txt", start_line=99) == (
+        "line 99\nline 100\n[showing lines 99-100 of 100]"
+    )
+    text = await ok(ctx, "read_file", path="f.txt", start_line=3, end_line=3)
+    assert text == "line 3\n[showing lines 3-3 of a 792-byte file]"
 
 
 async def test_read_long_line_is_cut(ctx: Context, mount: Mount, root: Path) -> None:
@@ -411,3 +428,23 @@ async def test_grep_output_byte_cap(ctx: Context, mount: Mount, root: Path) -> N
         "a.txt:2: hit 2",
         "[stopped after 2 matches: grep shows at most 500 matches / 40 bytes; narrow the pattern, path or glob to see the rest]",
     ]
+
+
+# --- abandoned work stops ---------------------------------------------------------------------
+
+
+def test_abandoned_walks_stop(root: Path) -> None:
+    """A cancelled read-only call abandons its thread and sets ``stop``; the walk then ends at
+    its next check instead of running on."""
+    (root / "d").mkdir()
+    (root / "d" / "f.txt").write_text("x\n")
+    ws = Workspace(root)
+    limits = _files.Limits(
+        max_read_bytes=100, max_read_lines=10, max_results=10, max_output_bytes=100
+    )
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(_files._Stopped):
+        _files.glob_paths(ws, limits, "**", stop)
+    with pytest.raises(_files._Stopped):
+        _files.grep(ws, limits, "x", ".", None, False, stop)

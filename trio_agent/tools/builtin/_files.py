@@ -63,6 +63,8 @@ _GREP_SHOWN_CHARS = 300
 #: edit_file refuses files larger than this (it holds the whole file in memory).
 _MAX_EDIT_BYTES = 64 << 20
 _COUNT_CHUNK = 1 << 20
+#: read_file counts the lines after the shown ones only if there are at most this many bytes.
+_MAX_COUNT_BYTES = 64 << 20
 
 
 @attrs.frozen
@@ -193,9 +195,14 @@ def read_file(
                 last_shown = lineno
                 if cut:
                     cut_lines.append(lineno)
-            # Lines 1..lineno have been read; count the rest for the note.
-            total = lineno + _count_lines(f)
+            # Lines 1..lineno have been read; count the rest for the note, unless that means
+            # reading a huge remainder just to say how long the file is.
+            size_of_file = os.fstat(f.fileno()).st_size
+            rest = size_of_file - f.tell()
+            total: int | None = lineno + _count_lines(f) if rest <= _MAX_COUNT_BYTES else None
+    of = f"of {total}" if total is not None else f"of a {size_of_file}-byte file"
     if not pieces:
+        assert total is not None  # nothing shown: the loop read to the end
         if total == 0 and first == 1:
             return f"[{shown} is empty]"
         raise BuiltinToolError(
@@ -206,12 +213,12 @@ def read_file(
     notes: list[str] = []
     if capped:
         notes.append(
-            f"[showing lines {first}-{last_shown} of {total}: read_file returns at most "
+            f"[showing lines {first}-{last_shown} {of}: read_file returns at most "
             f"{limits.max_read_lines} lines / {limits.max_read_bytes} bytes per call. To read "
             f"on, call read_file with start_line={last_shown + 1}]"
         )
     elif first != 1 or last_shown != total:
-        notes.append(f"[showing lines {first}-{last_shown} of {total}]")
+        notes.append(f"[showing lines {first}-{last_shown} {of}]")
     if cut_lines:
         listed = ", ".join(map(str, cut_lines[:10]))
         notes.append(

@@ -13,7 +13,7 @@ import trio
 from ...llm import ToolResult
 from ...runtime import Context
 from .._decorator import tool
-from .._types import TOOL_ERROR, TOOL_TIMEOUT, Tool, ToolCallContext, error_result
+from .._types import TOOL_TIMEOUT, Tool, ToolCallContext, error_result
 from . import _files
 from ._config import BUILTIN_TOOL_NAMES, BuiltinToolsConfig
 from ._errors import BuiltinToolError
@@ -257,17 +257,15 @@ def _shell_tool(ws: Workspace, policy: ShellPolicy, limit: float, max_output_byt
             command: The command line to run.
             timeout: Seconds before the command is killed; at most the configured limit.
         """
-        if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
-            return error_result(
-                call.call_id,
-                TOOL_ERROR,
-                f"timeout must be a positive number of seconds, got {timeout!r}; omit it for "
-                f"the default of {limit:g}s",
-            )
-        seconds = limit if timeout is None else min(timeout, limit)
 
         async def work() -> str | ToolResult:
             argv = policy.argv(command)
+            if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
+                raise BuiltinToolError(
+                    f"timeout must be a positive number of seconds, got {timeout!r}; omit it "
+                    f"for the default of {limit:g}s"
+                )
+            seconds = limit if timeout is None else min(timeout, limit)
             outcome = await run_command(
                 argv, cwd=str(ws.root), time_limit=seconds, max_output_bytes=max_output_bytes
             )
@@ -280,7 +278,8 @@ def _shell_tool(ws: Workspace, policy: ShellPolicy, limit: float, max_output_byt
                     f"quicker, or pass a larger timeout (at most {limit:g}s). Output before "
                     f"the timeout:\n{output}",
                 )
-            return f"{output}{'' if output.endswith(chr(10)) else chr(10)}[{outcome.status}]"
+            separator = "" if output.endswith("\n") else "\n"
+            return f"{output}{separator}[{outcome.status}]"
 
         return await _reported(call, work)
 
