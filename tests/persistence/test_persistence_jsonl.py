@@ -416,3 +416,39 @@ async def test_a_log_that_shrank_under_the_writer_is_refused(tmp_path: Path) -> 
         with pytest.raises(Exception, match="another program changed it"):
             await ctx.sessions.flush(session)
         ctx.sessions.detach(session)
+
+
+async def test_a_create_whose_directory_sync_fails_is_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync_dir = _jsonl.fsync_dir
+    fail = [True]
+
+    def failing_fsync_dir(directory: str) -> None:
+        if fail:
+            fail.clear()
+            raise OSError(5, "Input/output error")
+        real_fsync_dir(directory)
+
+    async with open_store(JSONL, tmp_path) as ctx:
+        monkeypatch.setattr(_jsonl, "fsync_dir", failing_fsync_dir)
+        session = ctx.sessions.create("s1")
+        write_turn(session)
+        with pytest.raises(SessionWriteError):
+            await ctx.sessions.flush(session)
+        assert os.listdir(tmp_path / "sessions") == []  # not durable, so not there
+        await ctx.sessions.flush(session)
+        expected = plain(session.events)
+    assert plain((await load(tmp_path)).events) == expected
+
+
+async def test_nested_directories_are_created_private(tmp_path: Path) -> None:
+    async with open_test_harness(
+        persistence=JsonlPersistence,
+        persistence_config=JsonlPersistence.Config(path=str(tmp_path / "a" / "b")),
+    ) as h:
+        session = h.ctx.sessions.create("s1")
+        write_turn(session)
+        await h.ctx.sessions.flush(session)
+    for directory in (tmp_path / "a", tmp_path / "a" / "b"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700

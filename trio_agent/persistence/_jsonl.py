@@ -48,6 +48,7 @@ from ._format import (
     header_from_json,
     header_to_json,
 )
+from ._fs import ensure_private_dir, fsync_dir
 from ._types import SessionInfo
 from ._writer import PersistenceService, Position, ReadResult
 
@@ -59,7 +60,6 @@ _SUFFIX = ".jsonl"
 # ``{"seq":N,"type":"T",`` - how this backend starts every event line; lets list() skip
 # parsing events it does not need.
 _EVENT_PREFIX = re.compile(rb'\{"seq":\d+,"type":"((?:[^"\\]|\\.)*)","time":')
-_DIR_MODE = 0o700
 _FILE_MODE = 0o600
 
 
@@ -157,7 +157,7 @@ class _JsonlBackend:
         )
 
     def _create(self, session_id: SessionId, head: bytes, payload: bytes, count: int) -> Position:
-        os.makedirs(self.directory, mode=_DIR_MODE, exist_ok=True)
+        ensure_private_dir(self.directory)
         final_path = self.location(session_id)
         temp = os.path.join(self.directory, f".{session_id}.{secrets.token_hex(6)}.tmp")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
@@ -175,12 +175,20 @@ class _JsonlBackend:
                     "session never overwrites one: resume it (ctx.agents.resume) or pick another id",
                     session_id=session_id,
                 ) from None
+            try:
+                fsync_dir(self.directory)
+            except BaseException:
+                # Not durable, so not done: the retry creates the log again.
+                try:
+                    os.unlink(final_path)
+                except OSError:
+                    pass
+                raise
         finally:
             try:
                 os.unlink(temp)
             except FileNotFoundError:
                 pass
-        _fsync_dir(self.directory)
         return Position(count, len(head) + len(payload))
 
     def _append(
@@ -222,14 +230,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- parsing --------------------------------------------------------------------------------

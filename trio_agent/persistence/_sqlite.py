@@ -40,6 +40,7 @@ from ._format import (
     header_to_json,
     title_of,
 )
+from ._fs import ensure_private_dir
 from ._types import SessionInfo
 from ._writer import PersistenceService, Position, ReadResult
 
@@ -133,7 +134,7 @@ class _SqliteBackend:
     def _open(self) -> sqlite3.Connection:
         directory = os.path.dirname(self.path)
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
+            ensure_private_dir(directory)
             try:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
