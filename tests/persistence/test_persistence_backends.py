@@ -521,3 +521,39 @@ async def test_resuming_twice_in_one_runtime(backend: BackendKind, tmp_path: Pat
             stored = await persisted(h.ctx).load("again")
             assert plain(stored.events) == events
             assert handle.agent.session.last_turn == turn
+
+
+async def test_a_failed_final_write_is_retried_at_unload(
+    backend: BackendKind,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with open_store(backend, tmp_path) as ctx:
+        p = persisted(ctx)
+        real_write = p._backend.write
+        failed = trio.Event()
+
+        async def failing_once(header: Any, position: Any, events: Any) -> Any:
+            if not failed.is_set():
+                failed.set()
+                await trio.lowlevel.checkpoint()
+                raise OSError(5, "Input/output error")
+            return await real_write(header, position, events)
+
+        monkeypatch.setattr(p._backend, "write", failing_once)
+        first = ctx.sessions.create("x")
+        write_turn(first)
+        expected = plain(first.events)
+        ctx.sessions.detach(first)
+        await failed.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert "the final write after it was detached failed" in caplog.text
+        old = p._tracked["x"]
+        assert old.session is first and old.pending
+        # A new session takes the id before the retry: the old buffer is kept aside.
+        second = ctx.sessions.create("x")
+        assert p._leftovers == [old]
+        ctx.sessions.detach(second)
+    async with open_store(backend, tmp_path) as ctx:
+        assert plain((await persisted(ctx).load("x")).events) == expected

@@ -60,7 +60,12 @@ class SessionPersistence(Protocol):
         ...
 
     async def list(self) -> tuple[SessionInfo, ...]:
-        """Every stored session, oldest first (by ``created_at``, then id)."""
+        """Every stored session, oldest first (by ``created_at``, then id).
+
+        Only what is stored is listed (a live session appears after its first flush); a log
+        that cannot be read (damaged header, unknown version) is skipped with a logged warning,
+        so one bad file never hides the others.
+        """
         ...
 
     async def exists(self, session_id: str) -> bool:

@@ -159,6 +159,9 @@ class PersistenceService(Service):
         # Containers made here and never rebound: views share them (see Service).
         self._tracked: dict[SessionId, _Tracked] = {}
         self._loaded: dict[SessionId, _Loaded] = {}
+        #: Detached sessions whose id a new session took before their last events were written;
+        #: the unload retries them.
+        self._leftovers: list[_Tracked] = []
         ctx.on("session/created", self._on_created)
         ctx.on("session/event", self._on_event)
         ctx.on("session/flush", self._on_flush)
@@ -192,8 +195,13 @@ class PersistenceService(Service):
     # --- the protocol -----------------------------------------------------------------------
 
     async def load(self, session_id: str) -> StoredSession:
-        """The stored log of ``session_id`` (everything a live session appended is flushed
-        first). See :class:`~trio_agent.persistence.SessionPersistence`."""
+        """The stored log of ``session_id``; see
+        :class:`~trio_agent.persistence.SessionPersistence`.
+
+        For a session this service is writing (live, or detached with its final write pending)
+        the buffer is flushed first, so the log returned holds every event appended so far; a
+        failed flush raises :class:`SessionWriteError`.
+        """
         sid = validate_session_id(session_id)
         tracked = self._tracked.get(sid)
         if tracked is None:
@@ -240,12 +248,7 @@ class PersistenceService(Service):
             if old.session is session:
                 return old
             if old.pending:
-                logger.error(
-                    "session %r: a new session took its id while %d events of the previous one "
-                    "were still unwritten; they are dropped",
-                    session.id,
-                    len(old.pending),
-                )
+                self._leftovers.append(old)
         loaded = self._loaded.pop(session.id, None)
         position = loaded.position if loaded is not None and loaded.continued_by(session) else None
         stored = 0 if position is None else position.count
@@ -339,7 +342,7 @@ class PersistenceService(Service):
     async def _shutdown(self) -> None:
         """At unload: flush every session still buffered, then close the backend."""
         try:
-            for tracked in list(self._tracked.values()):
+            for tracked in [*self._leftovers, *self._tracked.values()]:
                 try:
                     async with tracked.lock:
                         await self._write_locked(tracked)
@@ -353,5 +356,6 @@ class PersistenceService(Service):
                     )
             self._tracked.clear()
             self._loaded.clear()
+            self._leftovers.clear()
         finally:
             await self._backend.aclose()
