@@ -287,3 +287,20 @@ async def test_cancel_beats_a_pending_retry(autojump_clock: trio.testing.MockClo
         await agent.wait_idle()
         assert turn_ends(agent) == ["aborted"]
         assert len(h.model.requests) == 1
+
+
+async def test_steering_that_arrives_after_the_cancel_is_not_lost() -> None:
+    async with open_test_harness([hang(partial="working"), text("the late question")]) as h:
+        agent = h.agent()
+
+        def steer_while_closing(event: Any) -> None:
+            if event.turn == 1:
+                agent.steer("a later question")  # the turn is closing but still running
+
+        agent.ctx.on("agent/turn-end", steer_while_closing)
+        agent.send("first")
+        await trio.testing.wait_all_tasks_blocked()
+        agent.cancel()
+        await agent.wait_idle()
+        assert turn_ends(agent) == ["aborted", "completed"]
+        assert h.model.requests[1].messages[-1].text == "a later question"

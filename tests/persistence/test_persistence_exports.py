@@ -27,6 +27,7 @@ def test_all_is_pinned() -> None:
         "StoredSession",
         "StoredSessionExistsError",
         "StoredSessionNotFoundError",
+        "jsonl_lines",
     ]
     for name in persistence.__all__:
         assert getattr(persistence, name) is not None

@@ -206,7 +206,9 @@ class Driver:
                     exc_info=exc,
                 )
                 agent.ctx.emit("agent/error", AgentFailed(agent, state.number, state.steps, exc))
-            if state.terminal or agent._cancel_requested() or agent._disposing:
+            # cancel() already dropped the steering it found; what is left arrived later, so
+            # only a terminal stop (or the agent going away) discards it.
+            if state.terminal or agent._disposing:
                 self.inbox.steering.clear()
             else:
                 self.inbox.requeue_steering()

@@ -37,6 +37,7 @@ from ._errors import StoredSessionExistsError as StoredSessionExistsError
 from ._errors import StoredSessionNotFoundError as StoredSessionNotFoundError
 from ._format import FORMAT_TAG as FORMAT_TAG
 from ._format import SUPPORTED_VERSIONS as SUPPORTED_VERSIONS
+from ._format import jsonl_lines as jsonl_lines
 from ._jsonl import JsonlPersistence as JsonlPersistence
 from ._memory import MemoryPersistence as MemoryPersistence
 from ._memory import MemoryStorage as MemoryStorage
@@ -61,4 +62,5 @@ __all__ = [
     "StoredSession",
     "StoredSessionExistsError",
     "StoredSessionNotFoundError",
+    "jsonl_lines",
 ]

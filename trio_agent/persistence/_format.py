@@ -27,6 +27,7 @@ __all__ = [
     "event_to_json",
     "header_from_json",
     "header_to_json",
+    "jsonl_lines",
     "title_of",
 ]
 
@@ -76,6 +77,14 @@ def header_to_json(header: SessionHeader) -> dict[str, Any]:
         "seed_length": header.seed_length,
         "meta": header.meta,
     }
+
+
+def jsonl_lines(header: SessionHeader, events: Iterable[SessionEvent]) -> Iterable[str]:
+    """The lines (each ending in a newline) of the JSONL form of a log: what the jsonl backend
+    writes, and what ``trio-agent sessions export`` prints."""
+    yield encode_json(header_to_json(header)) + "\n"
+    for event in events:
+        yield encode_json(event_to_json(event)) + "\n"
 
 
 def event_to_json(event: SessionEvent) -> dict[str, Any]:
