@@ -22,8 +22,8 @@ test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check trio_agent tests benchmarks
-	$(BIN)/ruff format --check trio_agent tests benchmarks
+	$(BIN)/ruff check trio_agent tests benchmarks examples
+	$(BIN)/ruff format --check trio_agent tests benchmarks examples
 	$(BIN)/mypy
 
 demo: $(TEST_STAMP)

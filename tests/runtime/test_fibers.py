@@ -342,7 +342,7 @@ async def test_plugin_raising_while_loading_is_rolled_back(ctx: Context) -> None
         await ctx.plugin(plugin)
     ctx.emit("e")
     assert log == ["rolled back"]
-    assert ctx.fiber._effects == []
+    assert not ctx.fiber._effects
 
 
 @attrs.frozen

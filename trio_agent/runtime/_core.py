@@ -264,7 +264,8 @@ class Fiber:
         #: What the plugin callable returned (the service instance for a Service class).
         self.instance: Any = None
         self.ctx = Context(runtime, self, scope)
-        self._effects: list[Disposer] = []
+        # An insertion-ordered dict used as a stack: O(1) push, pop and early removal.
+        self._effects: dict[Disposer, None] = {}
         self._provided: list[Disposer] = []
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -308,15 +309,12 @@ class Fiber:
     def add(self, disposer: Disposer) -> Disposer:
         """Push ``disposer`` onto this fiber's stack; it runs (LIFO) when the fiber unloads."""
         self.check_active()
-        self._effects.append(disposer)
+        self._effects[disposer] = None
         disposer._on_done = self._forget
         return disposer
 
     def _forget(self, disposer: Disposer) -> None:
-        try:
-            self._effects.remove(disposer)
-        except ValueError:
-            pass
+        self._effects.pop(disposer, None)
 
     def _adopt(self, disposer: Disposer) -> None:
         """Take ``disposer`` off this fiber's stack (it is nested inside another effect)."""
@@ -477,7 +475,7 @@ class Fiber:
         if scope.cancelled_caught:
             logger.error("tasks of plugin %r did not stop within the teardown budget", self.name)
         while self._effects:
-            await self._run_disposer(self._effects[-1], deadline)
+            await self._run_disposer(next(reversed(self._effects)), deadline)
 
     async def _run_disposer(self, disposer: Disposer, deadline: float) -> None:
         with trio.CancelScope(deadline=deadline, shield=True) as scope:
@@ -533,7 +531,7 @@ class Fiber:
             )
         self.state = FiberState.UNLOADING
         while self._effects:
-            disposer = self._effects[-1]
+            disposer = next(reversed(self._effects))
             try:
                 disposer()
             except Exception:
