@@ -30,22 +30,12 @@ from typing import Any
 import trio
 
 from benchmarks._harness import Metric, best_of, print_table
-from trio_agent.ids import CallId, MessageId
-from trio_agent.llm import Message, TextBlock, TextDelta, ToolCallBlock, ToolResult, Usage
+from benchmarks._workloads import EVENTS_PER_STEP, append_step, end_turn, start_turn
 from trio_agent.persistence import JsonlPersistence, SqlitePersistence
 from trio_agent.runtime import Plugin, open_runtime
 from trio_agent.session import (
-    AssistantChunk,
-    AssistantMessageEvent,
     Session,
     SessionStore,
-    StepEnd,
-    StepStart,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
-    UserMessageEvent,
     project_messages,
 )
 
@@ -56,42 +46,14 @@ STEPS_PER_TURN = 4
 
 def write_turn(session: Session) -> None:
     """Append one loop-shaped turn (35 events)."""
-    append = session.append
     turn = session.last_turn + 1
-    prompt = Message(MessageId(f"u{turn}"), "user", (TextBlock("list the files"),), "user")
-    append("turn/start", TurnStart(turn=turn))
-    append("user/message", UserMessageEvent(turn=turn, message=prompt))
+    start_turn(session, turn)
     for step in range(1, STEPS_PER_TURN + 1):
-        call_id = CallId(f"call-{turn}-{step}")
-        append("step/start", StepStart(turn=turn, step=step))
-        for piece in ("Let me ", "look at ", "the files."):
-            append(
-                "assistant/chunk", AssistantChunk(turn=turn, step=step, chunk=TextDelta(0, piece))
-            )
-        call = ToolCallBlock(call_id, "ls", '{"path": "."}')
-        answer = Message(
-            MessageId(f"a{turn}-{step}"),
-            "assistant",
-            (TextBlock("Let me look at the files."), call),
-            "model",
-        )
-        append(
-            "assistant/message",
-            AssistantMessageEvent(
-                turn=turn, step=step, message=answer, finish="tool-calls", usage=Usage(120, 14)
-            ),
-        )
-        append(
-            "tool/call",
-            ToolCallEvent(turn=turn, step=step, call_id=call_id, name="ls", arguments="{}"),
-        )
-        result = ToolResult(call_id, (TextBlock("README.md\nsrc\ntests\npyproject.toml"),))
-        append("tool/result", ToolResultEvent(turn=turn, step=step, call_id=call_id, result=result))
-        append("step/end", StepEnd(turn=turn, step=step))
-    append("turn/end", TurnEnd(turn=turn, reason="completed"))
+        append_step(session, turn, step, call=turn * 100 + step)
+    end_turn(session, turn)
 
 
-EVENTS_PER_TURN = 2 + STEPS_PER_TURN * 8 + 1
+EVENTS_PER_TURN = 2 + STEPS_PER_TURN * EVENTS_PER_STEP + 1
 
 
 # --- write throughput ---------------------------------------------------------------------------

@@ -22,22 +22,13 @@ from typing import Any
 import trio
 
 from benchmarks._harness import Metric, best_of, print_table
+from benchmarks._workloads import append_step, end_turn, start_turn
 from trio_agent import _serde
-from trio_agent.ids import CallId, MessageId
-from trio_agent.llm import Message, TextBlock, TextDelta, ToolCallBlock, ToolResult, Usage
 from trio_agent.runtime import open_runtime
 from trio_agent.session import (
-    AssistantChunk,
-    AssistantMessageEvent,
     Session,
     SessionStore,
-    StepEnd,
-    StepStart,
-    ToolCallEvent,
     ToolResultEvent,
-    TurnEnd,
-    TurnStart,
-    UserMessageEvent,
     snapshot_json,
 )
 
@@ -55,53 +46,16 @@ class _Writer:
         self.step = 0
         self.calls = 0
 
-    def turn_start(self) -> None:
-        self.turn += 1
-        self.step = 0
-        append = self.session.append
-        append("turn/start", TurnStart(turn=self.turn))
-        prompt = Message(MessageId(f"u{self.turn}"), "user", (TextBlock("list the files"),), "user")
-        append("user/message", UserMessageEvent(turn=self.turn, message=prompt))
-
-    def turn_end(self) -> None:
-        self.session.append("turn/end", TurnEnd(turn=self.turn, reason="completed"))
-
     def one_step(self) -> None:
         if self.step == STEPS_PER_TURN or self.turn == 0:
             if self.turn:
-                self.turn_end()
-            self.turn_start()
+                end_turn(self.session, self.turn)
+            self.turn += 1
+            self.step = 0
+            start_turn(self.session, self.turn)
         self.step += 1
         self.calls += 1
-        turn, step, append = self.turn, self.step, self.session.append
-        call_id = CallId(f"call-{self.calls}")
-        append("step/start", StepStart(turn=turn, step=step))
-        for piece in ("Let me ", "look at ", "the files."):
-            append(
-                "assistant/chunk", AssistantChunk(turn=turn, step=step, chunk=TextDelta(0, piece))
-            )
-        call = ToolCallBlock(call_id, "ls", '{"path": "."}')
-        answer = Message(
-            MessageId(f"a{self.calls}"),
-            "assistant",
-            (TextBlock("Let me look at the files."), call),
-            "model",
-        )
-        append(
-            "assistant/message",
-            AssistantMessageEvent(
-                turn=turn, step=step, message=answer, finish="tool-calls", usage=Usage(120, 14)
-            ),
-        )
-        append(
-            "tool/call",
-            ToolCallEvent(
-                turn=turn, step=step, call_id=call_id, name="ls", arguments=call.arguments
-            ),
-        )
-        result = ToolResult(call_id, (TextBlock("README.md\nsrc\ntests\npyproject.toml"),))
-        append("tool/result", ToolResultEvent(turn=turn, step=step, call_id=call_id, result=result))
-        append("step/end", StepEnd(turn=turn, step=step))
+        append_step(self.session, self.turn, self.step, self.calls)
         self.session.derive_messages()
 
 

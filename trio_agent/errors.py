@@ -5,13 +5,20 @@ fits, from the matching builtin (``ValueError``, ``LookupError``, ``RuntimeError
 catch either. Subsystems define their own subclasses next to the code that raises them::
 
     TrioAgentError
-    ├── runtime: InactiveContextError, ServiceConflictError, ServiceNotFoundError, PluginConfigError
-    ├── llm: LlmError, NoAdapterError, ScriptExhaustedError
-    ├── session: SessionError, JsonValueError, SessionExistsError, SessionNotFoundError, ForkBoundaryError
-    ├── tools: ToolError, ToolConflictError
-    ├── prompt: PromptError, PromptVariableError
-    ├── agent: AgentError, AgentExistsError, NoAgentFactoryError, PersistenceUnavailableError
-    ├── persistence: PersistenceError, SessionCorruptError, SessionFormatError
+    ├── runtime: InactiveContextError, ServiceConflictError, ServiceNotFoundError,
+    │            PluginConfigError
+    ├── llm: LlmError (NoAdapterError, ScriptExhaustedError), AdapterConflictError
+    ├── session: SessionError - JsonValueError, EventPayloadError, InvalidSeedError,
+    │            SessionExistsError, SessionNotFoundError, ForkBoundaryError,
+    │            SessionReentrancyError, SessionDetachedError; SubscriberLaggedError
+    ├── tools: ToolError - ToolConflictError, ToolDefinitionError, ToolRestrictionError
+    ├── tools.builtin: BuiltinToolError - WorkspacePathError, ShellPolicyError,
+    │                  BuiltinToolsConfigError
+    ├── prompt: PromptError - PromptConflictError, PromptDefinitionError, PromptVariableError
+    ├── agent: AgentError - AgentExistsError, NoAgentFactoryError, PersistenceUnavailableError,
+    │          AgentClosedError
+    ├── persistence: PersistenceError - SessionCorruptError, SessionFormatError,
+    │                StoredSessionNotFoundError, StoredSessionExistsError, SessionWriteError
     └── config: ConfigError
 """
 

@@ -7,7 +7,6 @@ This package has no loop dependency: plugins program against it, and the loop
 from ._errors import AgentClosedError as AgentClosedError
 from ._errors import AgentError as AgentError
 from ._errors import AgentExistsError as AgentExistsError
-from ._errors import AgentSetupError as AgentSetupError
 from ._errors import NoAgentFactoryError as NoAgentFactoryError
 from ._errors import PersistenceUnavailableError as PersistenceUnavailableError
 from ._events import AgentCreated as AgentCreated
@@ -61,7 +60,6 @@ __all__ = [
     "AgentOptions",
     "AgentRegistry",
     "AgentSetup",
-    "AgentSetupError",
     "AgentStatus",
     "Allow",
     "Block",

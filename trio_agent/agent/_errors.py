@@ -8,7 +8,6 @@ __all__ = [
     "AgentClosedError",
     "AgentError",
     "AgentExistsError",
-    "AgentSetupError",
     "NoAgentFactoryError",
     "PersistenceUnavailableError",
 ]
@@ -32,7 +31,3 @@ class PersistenceUnavailableError(AgentError, LookupError):
 
 class AgentClosedError(AgentError, RuntimeError):
     """The agent has been disposed; it accepts no more messages."""
-
-
-class AgentSetupError(AgentError, RuntimeError):
-    """An agent's ``setup`` callback failed; nothing was published."""

@@ -13,7 +13,6 @@ from ._core import open_runtime as open_runtime
 from ._disposer import Disposer as Disposer
 from ._errors import InactiveContextError as InactiveContextError
 from ._errors import PluginConfigError as PluginConfigError
-from ._errors import RuntimeClosedError as RuntimeClosedError
 from ._errors import ServiceConflictError as ServiceConflictError
 from ._errors import ServiceNotFoundError as ServiceNotFoundError
 from ._events import Next as Next
@@ -27,7 +26,6 @@ __all__ = [
     "Next",
     "Plugin",
     "PluginConfigError",
-    "RuntimeClosedError",
     "Scope",
     "Service",
     "ServiceConflictError",

@@ -7,7 +7,6 @@ from ..errors import TrioAgentError
 __all__ = [
     "InactiveContextError",
     "PluginConfigError",
-    "RuntimeClosedError",
     "ServiceConflictError",
     "ServiceNotFoundError",
 ]
@@ -27,7 +26,3 @@ class ServiceNotFoundError(TrioAgentError, LookupError, AttributeError):
 
 class PluginConfigError(TrioAgentError, ValueError):
     """A plugin's config did not structure into its ``Config`` class."""
-
-
-class RuntimeClosedError(TrioAgentError, RuntimeError):
-    """The runtime that owned this context has been closed."""
