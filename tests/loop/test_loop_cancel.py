@@ -280,6 +280,8 @@ async def test_cancel_beats_a_pending_retry(autojump_clock: trio.testing.MockClo
     policy = RetryPolicy(max_attempts=5, initial_delay=100.0, max_delay=100.0, jitter=0.0)
     async with open_test_harness([error("SERVER", "down"), text("unused")], retry=policy) as h:
         agent = h.agent()
+        errors: list[Any] = []
+        agent.ctx.on("agent/error", errors.append)
         agent.send("hi")
         await trio.testing.wait_all_tasks_blocked()
         assert event_types(agent.session)[-1] == "llm/retry"
@@ -287,6 +289,7 @@ async def test_cancel_beats_a_pending_retry(autojump_clock: trio.testing.MockClo
         await agent.wait_idle()
         assert turn_ends(agent) == ["aborted"]
         assert len(h.model.requests) == 1
+        assert errors == []  # the failure the cancel caused is not reported as an error
 
 
 async def test_steering_that_arrives_after_the_cancel_is_not_lost() -> None:

@@ -262,3 +262,20 @@ async def test_close_from_the_agents_own_tool_does_not_deadlock() -> None:
             await agent.wait_idle()
         assert agent.status == "disposed"
         assert turn_ends(agent) == ["disposed"]
+
+
+async def test_a_session_detached_under_the_agent_does_not_crash_its_owner() -> None:
+    async with open_test_harness([text("never")]) as h:
+        agent = h.agent()
+        errors: list[Any] = []
+        agent.ctx.on("agent/error", lambda e: errors.append(e.error))
+        await trio.testing.wait_all_tasks_blocked()
+        agent.ctx.sessions.detach(agent.session)
+        agent.send("hi")
+        with trio.fail_after(5):
+            await agent.wait_idle()
+        assert agent.status == "disposed"
+        assert len(errors) == 1
+        assert "detached" in str(errors[0])
+        other = h.agent("other")  # the runtime and the loop plugin are fine
+        assert other.status == "idle"

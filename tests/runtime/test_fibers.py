@@ -497,3 +497,17 @@ async def test_root_task_crash_propagates_out_of_the_runtime() -> None:
         async with open_runtime() as ctx:
             ctx.start_soon(crash)
             await trio.sleep_forever()
+
+
+async def test_wait_for_service_returns_once_the_provider_is_loaded(ctx: Context) -> None:
+    found: list[object] = []
+
+    async def waiter() -> None:
+        found.append(await ctx.wait_for_service("store"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert found == []
+        await ctx.plugin(Store)
+    assert isinstance(found[0], Store)

@@ -126,7 +126,15 @@ class Driver:
             if agent._cancel_requested():  # cancelled by an agent/status("running") listener
                 agent._settle()
                 continue
-            await self.turn()
+            try:
+                await self.turn()
+            except Exception as exc:
+                # Plugin failures end the turn inside turn(); reaching here means the loop's own
+                # writes failed (say, the session was detached under it). Never crash the owner.
+                logger.error("agent %r: the loop failed", agent.id, exc_info=exc)
+                agent.ctx.emit("agent/error", AgentFailed(agent, self.session.last_turn, 0, exc))
+                if not self.session.live:
+                    agent._request_close()
             agent._settle()
 
     async def wait_for_queued(self) -> None:
@@ -159,7 +167,11 @@ class Driver:
                 if not continuing:
                     break
         except Exception as exc:
-            self._fail(state, exc)
+            if agent._cancel_requested() or agent._disposing:
+                # A failure caused by the cancel (or the close) is not an error of the turn.
+                state.aborted = True
+            else:
+                self._fail(state, exc)
         except BaseException:
             # Cancelled from outside (the agent is being torn down) or KeyboardInterrupt: close
             # the turn as disposed on the way out, then let it propagate.

@@ -219,8 +219,7 @@ class AgentLoop(Service, name="agent_loop"):
 
     async def _resume_configured(self, row: AgentConfig) -> None:
         ctx = self.ctx
-        while ctx.get("session_persistence") is None:
-            await ctx.runtime.state_changed.wait()
+        await ctx.wait_for_service("session_persistence")
         assert row.resume_session_id is not None
         try:
             await self.resume_agent(

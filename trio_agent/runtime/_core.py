@@ -811,6 +811,16 @@ class Context:
         impl = entry.impl
         return impl.bind(self) if isinstance(impl, Service) else impl
 
+    async def wait_for_service(self, name: str) -> Any:
+        """Wait until a live, loaded plugin provides ``name``; return it (bound to this context).
+
+        Use it for optional services that may appear later (``inject`` is the declarative way).
+        """
+        while not self.runtime.services.available(name):
+            await self.runtime.state_changed.wait()
+        await trio.lowlevel.checkpoint()
+        return self.get(name)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)

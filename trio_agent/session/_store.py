@@ -290,17 +290,21 @@ class SessionStore(Service, name="sessions"):
         # The parallel dispatch does not yield when no listener is registered; flush is always
         # a checkpoint (and a cancel that arrives here leaves nothing half-run).
         await trio.lowlevel.checkpoint()
+        failure: Exception | None = None
         try:
             await self.ctx.parallel("session/flush", SessionFlush(session), target=session.scope)
         except ExceptionGroup as group:
-            first, *rest = group.exceptions
+            failure, *rest = group.exceptions
             for exc in rest:
                 logger.error(
                     "session %r: another session/flush listener failed too",
                     session.id,
                     exc_info=exc,
                 )
-            raise first from None
+        if failure is not None:
+            # Raised outside the except block: the listener's own __cause__ stays intact and
+            # the group does not become its __context__.
+            raise failure
 
     def detach(self, session: Session) -> None:
         """Detach ``session``: it leaves the store, refuses appends, its subscribers end, and
