@@ -10,13 +10,20 @@ import trio.testing
 from trio_agent.agent import PromptSubmit
 from trio_agent.llm import ToolResult
 from trio_agent.runtime import Next
-from trio_agent.session import AssistantMessageEvent, ToolResultEvent, TurnEnd
-from trio_agent.testing import event_types, hang, open_test_harness, text, tool_call
+from trio_agent.session import AssistantMessageEvent, ToolResultEvent
+from trio_agent.testing import (
+    event_types,
+    hang,
+    open_test_harness,
+    text,
+    tool_call,
+    turn_end_reasons,
+)
 from trio_agent.tools import ToolResultNotice, tool
 
 
 def turn_ends(agent: Any) -> list[str]:
-    return [e.payload_as(TurnEnd).reason for e in agent.session.events if e.type == "turn/end"]
+    return turn_end_reasons(agent.session)
 
 
 def turn_numbers(agent: Any) -> list[int]:

@@ -17,13 +17,12 @@ from trio_agent.agent import (
     PersistenceUnavailableError,
 )
 from trio_agent.runtime import Context, FiberState, open_runtime
-from trio_agent.session import TurnEnd
-from trio_agent.testing import event_types, hang, open_test_harness, text
+from trio_agent.testing import event_types, hang, open_test_harness, text, turn_end_reasons
 from trio_agent.tools import ToolCallContext, tool
 
 
 def turn_ends(agent: Any) -> list[str]:
-    return [e.payload_as(TurnEnd).reason for e in agent.session.events if e.type == "turn/end"]
+    return turn_end_reasons(agent.session)
 
 
 async def test_create_publishes_session_then_agent_and_starts_once() -> None:

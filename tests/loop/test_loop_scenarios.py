@@ -27,6 +27,7 @@ from trio_agent.testing import (
     open_test_harness,
     text,
     tool_call,
+    turn_end_reasons,
 )
 from trio_agent.tools import ToolCallContext, ToolExecution, tool
 
@@ -38,7 +39,7 @@ async def add(a: int, b: int) -> int:
 
 
 def turn_ends(agent: Any) -> list[str]:
-    return [e.payload_as(TurnEnd).reason for e in agent.session.events if e.type == "turn/end"]
+    return turn_end_reasons(agent.session)
 
 
 async def test_plain_turn() -> None:

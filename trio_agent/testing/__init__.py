@@ -21,6 +21,7 @@ from ..llm._scripted import tool_call as tool_call
 from ._harness import TestHarness as TestHarness
 from ._harness import event_types as event_types
 from ._harness import open_test_harness as open_test_harness
+from ._harness import turn_end_reasons as turn_end_reasons
 from ._openai_server import DROP as DROP
 from ._openai_server import HANG as HANG
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
@@ -86,4 +87,5 @@ __all__ = [
     "sse_usage",
     "text",
     "tool_call",
+    "turn_end_reasons",
 ]

@@ -14,10 +14,10 @@ from ..llm._scripted import ScriptedAdapter, ScriptItem
 from ..loop import AgentConfig, AgentLoop, ReactLoopAgent
 from ..prompt import SystemPrompt
 from ..runtime import Context, Plugin, open_runtime
-from ..session import Session, SessionStore
+from ..session import Session, SessionStore, TurnEnd
 from ..tools import Tool, ToolRegistry
 
-__all__ = ["TestHarness", "event_types", "open_test_harness"]
+__all__ = ["TestHarness", "event_types", "open_test_harness", "turn_end_reasons"]
 
 
 @final
@@ -96,3 +96,8 @@ def event_types(
     """The event types of ``session`` from seq ``since``, leaving out ``skip`` (chunks by default)."""
     skipped = set(skip)
     return [e.type for e in session.events[since:] if e.type not in skipped]
+
+
+def turn_end_reasons(session: Session) -> list[str]:
+    """The ``reason`` of every ``turn/end`` in ``session``, in order."""
+    return [e.payload_as(TurnEnd).reason for e in session.events if e.type == TurnEnd.event_type]
