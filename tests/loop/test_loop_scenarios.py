@@ -539,3 +539,23 @@ async def test_scoped_listeners_hear_only_their_agent() -> None:
         second.send("y")
         await second.wait_idle()
         assert heard == ["first:first", "global:first", "global:second"]  # registration order
+
+
+async def test_terminal_stop_drops_late_steering_but_queued_sends_still_run() -> None:
+    async with open_test_harness([text("first"), text("second")]) as h:
+        agent = h.agent()
+
+        def terminal(event: Any) -> Any:
+            if event.turn == 1:
+                agent.steer("dropped steering")
+                agent.send("queued send")
+                return ContinuationStop("done")
+            return None
+
+        agent.ctx.on("agent/turn-stop", terminal)
+        agent.send("go")
+        await agent.wait_idle()
+        assert turn_ends(agent) == ["completed", "completed"]
+        texts = [m.text for m in agent.session.derive_messages()]
+        assert "dropped steering" not in texts
+        assert texts[-2:] == ["queued send", "second"]
