@@ -278,3 +278,12 @@ async def test_a_session_detached_under_the_agent_does_not_crash_its_owner() -> 
         assert "detached" in str(errors[0])
         other = h.agent("other")  # the runtime and the loop plugin are fine
         assert other.status == "idle"
+
+
+async def test_a_long_lived_owner_does_not_accumulate_closed_agents() -> None:
+    async with open_test_harness() as h:
+        before = len(h.ctx.fiber._effects)
+        for n in range(50):
+            handle = await h.ctx.agents.create(agent_id=f"a{n}", session_id=f"s{n}")
+            await handle.aclose()
+        assert len(h.ctx.fiber._effects) == before

@@ -82,6 +82,7 @@ class ReactLoopAgent:
         self._host_started = False
         self._host_task: trio.lowlevel.Task | None = None
         self._registration: Disposer | None = None
+        self._closing_effect: Disposer | None = None
         self._driver = Driver(self)
 
     def __repr__(self) -> str:
@@ -229,9 +230,14 @@ class ReactLoopAgent:
             self._ctx.sessions.detach(self._session)
         await self._ctx.fiber.dispose()
 
-    def start(self, owner: Context, registration: Disposer) -> None:
-        """Hand the published agent to its host task in ``owner``'s nursery (package-internal)."""
+    def start(self, owner: Context, registration: Disposer, closing: Disposer) -> None:
+        """Hand the published agent to its host task in ``owner``'s nursery (package-internal).
+
+        ``registration`` unregisters it; ``closing`` is the owner's effect that closes it, released
+        once the agent is gone so a long-lived owner does not accumulate them.
+        """
         self._registration = registration
+        self._closing_effect = closing
         owner.start_soon(self._host, name=f"agent {self._id}")
         self._host_started = True
 
@@ -242,6 +248,8 @@ class ReactLoopAgent:
                 with self._session_detached(), self._unregistered():
                     await self._driver.run()
         finally:
+            if self._closing_effect is not None:
+                self._closing_effect.release()
             self._host_done.set()
 
     @contextlib.asynccontextmanager

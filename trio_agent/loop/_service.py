@@ -155,8 +155,8 @@ class AgentLoop(Service, name="agent_loop"):
         """Publish session then agent, and hand the agent to its host task in ``owner``."""
         agent.ctx.sessions.publish(agent.session)
         registration = owner.agents.register(agent)
-        agent.start(owner, registration)
-        owner.defer(agent.aclose, label=f"agent {agent.id}")
+        closing = owner.defer(agent.aclose, label=f"agent {agent.id}")
+        agent.start(owner, registration, closing)
 
     async def _setup_and_publish(
         self, owner: Context, agent: ReactLoopAgent, setup: AgentSetup | None

@@ -98,6 +98,15 @@ class Disposer:
         finally:
             self._finish()
 
+    def release(self) -> None:
+        """Forget this registration without running its teardown.
+
+        For a resource that went away by other means (an agent that closed itself): the owner
+        stops holding the disposer, so owners that outlive many such resources do not grow.
+        """
+        if not (self._done or self._running):
+            self._finish()
+
     def _finish(self) -> None:
         self._done = True
         self._running = False
