@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, final
+from typing import TYPE_CHECKING, final
 
-import attrs
 import trio
 
 from ..agent import (
@@ -54,11 +53,13 @@ from ..agent import (
 )
 from ..llm import (
     BlockAssembler,
+    FinishReason,
     GenerateRequest,
     LlmCallConfig,
     LlmError,
     Message,
     ToolSchema,
+    Usage,
 )
 from ..session import (
     AssistantChunk,
@@ -83,18 +84,9 @@ __all__ = ["Driver"]
 
 logger = logging.getLogger("trio_agent.loop")
 
-T = TypeVar("T")
 
 #: How long a turn's closing writes and flush may take when the agent is torn down from outside.
 CLOSE_BUDGET = 10.0
-
-
-@attrs.frozen
-class _Header:
-    config: LlmCallConfig
-    system: str | None
-    tools: tuple[ToolSchema, ...]
-    prefix: tuple[Message, ...]
 
 
 @final
@@ -107,7 +99,6 @@ class Driver:
         self.session = agent.session
         self.inbox = agent._inbox
         self.prefix: tuple[Message, ...] | None = None
-        self.last_header: _Header | None = None
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -158,19 +149,14 @@ class Driver:
             await self.submit_prompts(state)
             while not state.rejected:
                 if agent._cancel_requested():  # before each step
-                    state.aborted = True
                     break
                 continuing = await self.step(state)
-                if agent._cancel_requested():  # the continuation gate
-                    state.aborted = True
-                    break
-                if not continuing:
+                if agent._cancel_requested() or not continuing:  # the continuation gate
                     break
         except Exception as exc:
-            if agent._cancel_requested() or agent._disposing:
-                # A failure caused by the cancel (or the close) is not an error of the turn.
-                state.aborted = True
-            else:
+            # A failure the cancel (or the close) caused is not an error of the turn: it ends
+            # aborted (or disposed), which _close_turn derives from the same flags.
+            if not (agent._cancel_requested() or agent._disposing):
                 self._fail(state, exc)
         except BaseException:
             # Cancelled from outside (the agent is being torn down) or KeyboardInterrupt: close
@@ -231,7 +217,7 @@ class Driver:
         """``agent/prompt-submit`` for every queued prompt, in order."""
         agent = self.agent
         prompts = self.inbox.take_queued()
-        with self._phase() as scope:
+        with self._phase():
             for message in prompts:
 
                 async def allow() -> PromptDecision:
@@ -258,10 +244,8 @@ class Driver:
                         f"agent/prompt-submit listener returned {decision!r}; expected "
                         "trio_agent.agent.Allow(...) or Block(reason)"
                     )
-        if scope.cancelled_caught:
-            state.aborted = True
-        elif state.accepted == 0:
-            state.rejected = True
+        # A cancelled submission ends "aborted" (which outranks "rejected") in _close_turn.
+        state.rejected = state.accepted == 0
 
     # --- one step ---------------------------------------------------------------------------
 
@@ -318,9 +302,7 @@ class Driver:
         calls = () if finish == "max-tokens" else message.tool_calls
         if calls:
             await run_tool_calls(self, turn, step, calls)
-        for extra in step.contexts:
-            self.log_context(turn, extra, step=step.number)
-        step.contexts.clear()
+        self.log_step_contexts(turn, step)
         return await self.continuation(turn, step, message, finish)
 
     async def session_prefix(self) -> tuple[Message, ...]:
@@ -344,7 +326,7 @@ class Driver:
         tools: tuple[ToolSchema, ...],
         prefix: tuple[Message, ...],
         history: Sequence[Message],
-    ) -> tuple[Message, Any, Any]:
+    ) -> tuple[Message, Usage | None, FinishReason]:
         """Call the model, retrying in the same step while ``agent/request-error`` says so."""
         agent = self.agent
         attempt = 0
@@ -361,7 +343,7 @@ class Driver:
                 raise TypeError(
                     f"agent/request listener returned {config!r}; expected an LlmCallConfig"
                 )
-            self.log_header(turn, step, _Header(config, system, tools, prefix))
+            self.log_header(turn, step, config, system, tools, prefix)
             request = GenerateRequest(
                 config=config,
                 messages=prefix + tuple(history) if prefix else history,
@@ -471,9 +453,7 @@ class Driver:
                 )
         step.assembler = None
         close_tool_calls(self, turn, step)
-        for extra in step.contexts:
-            self.log_context(turn, extra, step=step.number)
-        step.contexts.clear()
+        self.log_step_contexts(turn, step)
         self.session.append(StepEnd.event_type, StepEnd(turn=turn.number, step=step.number))
         self.agent.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
 
@@ -494,37 +474,47 @@ class Driver:
         for message in self.inbox.take_injected():
             self.log_context(turn, message, step=step)
 
+    def log_step_contexts(self, turn: TurnState, step: StepState) -> None:
+        """Log the context the step's tool results asked for (once: the buffer is emptied)."""
+        for message in step.contexts:
+            self.log_context(turn, message, step=step.number)
+        step.contexts.clear()
+
     def log_context(self, turn: TurnState, message: Message, *, step: int | None) -> None:
         self.session.append(
             ContextMessageEvent.event_type,
             ContextMessageEvent(turn=turn.number, step=step, message=message),
         )
 
-    def log_header(self, turn: TurnState, step: StepState, header: _Header) -> None:
-        """Log ``request/header`` when it differs from the last one this session logged."""
-        if self.last_header is None:
-            self.last_header = self._logged_header()
-        if header == self.last_header:
+    def log_header(
+        self,
+        turn: TurnState,
+        step: StepState,
+        config: LlmCallConfig,
+        system: str | None,
+        tools: tuple[ToolSchema, ...],
+        prefix: tuple[Message, ...],
+    ) -> None:
+        """Log ``request/header`` when it differs from the latest one in the session."""
+        last = self.session.request_header
+        if last is not None and (last.config, last.system, last.tools, last.prefix) == (
+            config,
+            system,
+            tools,
+            prefix,
+        ):
             return
         self.session.append(
             RequestHeader.event_type,
             RequestHeader(
                 turn=turn.number,
                 step=step.number,
-                config=header.config,
-                system=header.system,
-                tools=header.tools,
-                prefix=header.prefix,
+                config=config,
+                system=system,
+                tools=tools,
+                prefix=prefix,
             ),
         )
-        self.last_header = header
-
-    def _logged_header(self) -> _Header | None:
-        for event in reversed(self.session.events):
-            if event.type == RequestHeader.event_type:
-                logged = event.payload_as(RequestHeader)
-                return _Header(logged.config, logged.system, logged.tools, logged.prefix)
-        return None
 
     # --- cancellation -----------------------------------------------------------------------
 
