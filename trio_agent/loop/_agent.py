@@ -77,7 +77,6 @@ class ReactLoopAgent:
         self._phase_scope: trio.CancelScope | None = None
         #: Close requested: the driver stops after the current turn (which ends "disposed").
         self._closing = False
-        self._disposing = False
         self._host_done = trio.Event()
         self._host_started = False
         self._host_task: trio.lowlevel.Task | None = None
@@ -203,7 +202,6 @@ class ReactLoopAgent:
         if self._closing:
             return
         self._closing = True
-        self._disposing = True
         self.cancel()
         self._inbox.wake()
 
@@ -216,19 +214,19 @@ class ReactLoopAgent:
 
     def _discard_unpublished(self) -> None:
         """Roll back an agent whose publication failed (synchronous create path)."""
-        self._closing = True
-        self._status = "disposed"
-        if self._session.live:
-            self._ctx.sessions.detach(self._session)
+        self._forget_unpublished()
         self._ctx.fiber.discard()
 
     async def _discard_unpublished_async(self) -> None:
         """Roll back an agent whose setup or publication failed."""
+        self._forget_unpublished()
+        await self._ctx.fiber.dispose()
+
+    def _forget_unpublished(self) -> None:
         self._closing = True
         self._status = "disposed"
         if self._session.live:
             self._ctx.sessions.detach(self._session)
-        await self._ctx.fiber.dispose()
 
     def start(self, owner: Context, registration: Disposer, closing: Disposer) -> None:
         """Hand the published agent to its host task in ``owner``'s nursery (package-internal).

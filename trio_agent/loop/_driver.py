@@ -156,7 +156,7 @@ class Driver:
         except Exception as exc:
             # A failure the cancel (or the close) caused is not an error of the turn: it ends
             # aborted (or disposed), which _close_turn derives from the same flags.
-            if not (agent._cancel_requested() or agent._disposing):
+            if not (agent._cancel_requested() or agent._close_requested()):
                 self._fail(state, exc)
         except BaseException:
             # Cancelled from outside (the agent is being torn down) or KeyboardInterrupt: close
@@ -181,7 +181,7 @@ class Driver:
 
     async def _close_turn(self, state: TurnState) -> None:
         agent = self.agent
-        if agent._disposing:
+        if agent._close_requested():
             state.disposed = True
         elif agent._cancel_requested():
             state.aborted = True
@@ -206,7 +206,7 @@ class Driver:
                 agent.ctx.emit("agent/error", AgentFailed(agent, state.number, state.steps, exc))
             # cancel() already dropped the steering it found; what is left arrived later, so
             # only a terminal stop (or the agent going away) discards it.
-            if state.terminal or agent._disposing:
+            if state.terminal or agent._close_requested():
                 self.inbox.steering.clear()
             else:
                 self.inbox.requeue_steering()
@@ -436,7 +436,7 @@ class Driver:
         """Balance the log however the step ended (synchronous: safe under any cancellation)."""
         if not step.opened:
             return
-        cancelled = self.agent._cancel_requested() or self.agent._disposing
+        cancelled = self.agent._cancel_requested() or self.agent._close_requested()
         if step.assembler is not None and cancelled:
             partial = step.assembler.interrupted_message()
             if partial is not None:
