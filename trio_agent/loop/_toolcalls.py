@@ -75,15 +75,10 @@ async def _run_group(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(commit_in_order)
         for call in group:
-            token = _Token(call.id)
+            token = object()  # a borrower identity of its own, even if the model repeated an id
             await limiter.acquire_on_behalf_of(token)
             _start(driver, turn, step, call)
             nursery.start_soon(run_one, call, token)
-
-
-@attrs.frozen
-class _Token:
-    call_id: str
 
 
 async def _execute(driver: Driver, call: ToolCallBlock) -> ToolResult:
