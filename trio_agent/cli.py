@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import signal
@@ -34,19 +35,31 @@ import trio
 
 from . import _serde
 from .agent import Agent, AgentHandle
-from .config import ConfigError, HarnessConfig, default_config, load_config, mount_config
+from .config import (
+    ConfigError,
+    HarnessConfig,
+    default_config,
+    load_config,
+    mount_config,
+    mount_persistence,
+)
 from .errors import TrioAgentError
 from .llm import TextDelta, message_text
-from .persistence import JsonlPersistence, SessionPersistence, SqlitePersistence, jsonl_lines
+from .persistence import SessionPersistence, jsonl_lines
 from .runtime import Context, open_runtime
 from .session import (
     AssistantMessageEvent,
+    ContextMessageEvent,
+    PromptBlocked,
     Session,
     SessionEvent,
     SessionStore,
+    SteeringMessageEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnEnd,
+    TurnStart,
+    UserMessageEvent,
 )
 
 __all__ = ["main"]
@@ -338,16 +351,7 @@ async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     async with open_runtime() as ctx:
         await ctx.plugin(SessionStore)
-        if config.persistence.type == "jsonl":
-            await ctx.plugin(
-                JsonlPersistence,
-                JsonlPersistence.Config(config.persistence.path or ".trio-agent/sessions"),
-            )
-        else:
-            await ctx.plugin(
-                SqlitePersistence,
-                SqlitePersistence.Config(config.persistence.path or ".trio-agent/sessions.sqlite3"),
-            )
+        await mount_persistence(ctx, config.persistence)
         store: SessionPersistence = ctx.session_persistence
         if args.action == "list":
             infos = await store.list()
@@ -371,39 +375,38 @@ async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _when(timestamp: float) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+_MESSAGE_LABELS = {
+    UserMessageEvent: "User",
+    SteeringMessageEvent: "User (steering)",
+    ContextMessageEvent: "Context",
+}
 
 
 def _transcript(session_id: str, events: Sequence[SessionEvent]) -> str:
     lines = [f"# Session {session_id}", ""]
     for event in events:
         payload = event.payload
-        if event.type == "turn/start":
-            lines += [f"## Turn {payload.turn}", ""]  # type: ignore[attr-defined]
-        elif event.type in ("user/message", "steering/message", "context/message"):
-            label = {
-                "user/message": "User",
-                "steering/message": "User (steering)",
-                "context/message": "Context",
-            }[event.type]
-            lines += [f"**{label}:** {message_text(payload.message.content)}", ""]  # type: ignore[attr-defined]
-        elif event.type == "prompt/blocked":
-            lines += [f"**Blocked:** {payload.reason}", ""]  # type: ignore[attr-defined]
-        elif event.type == "assistant/message":
-            message = payload.message  # type: ignore[attr-defined]
-            if message.text.strip():
-                suffix = " *(interrupted)*" if payload.interrupted else ""  # type: ignore[attr-defined]
-                lines += [f"**Assistant:** {message.text}{suffix}", ""]
-        elif event.type == "tool/call":
-            lines += [f"- tool `{payload.name}` `{payload.arguments}`"]  # type: ignore[attr-defined]
-        elif event.type == "tool/result":
-            result = payload.result  # type: ignore[attr-defined]
+        if isinstance(payload, TurnStart):
+            lines += [f"## Turn {payload.turn}", ""]
+        elif isinstance(payload, UserMessageEvent | SteeringMessageEvent | ContextMessageEvent):
+            label = _MESSAGE_LABELS[type(payload)]
+            lines += [f"**{label}:** {message_text(payload.message.content)}", ""]
+        elif isinstance(payload, PromptBlocked):
+            lines += [f"**Blocked:** {payload.reason}", ""]
+        elif isinstance(payload, AssistantMessageEvent) and payload.message.text.strip():
+            suffix = " *(interrupted)*" if payload.interrupted else ""
+            lines += [f"**Assistant:** {payload.message.text}{suffix}", ""]
+        elif isinstance(payload, ToolCallEvent):
+            lines += [f"- tool `{payload.name}` `{payload.arguments}`"]
+        elif isinstance(payload, ToolResultEvent):
+            result = payload.result
             status = f"error {result.code}" if result.is_error else "ok"
             lines += [f"  - {status}: {_shorten(result.text, 200)}", ""]
-        elif event.type == "turn/end":
-            lines += [f"*turn {payload.turn} ended: {payload.reason}*", ""]  # type: ignore[attr-defined]
+        elif isinstance(payload, TurnEnd):
+            lines += [f"*turn {payload.turn} ended: {payload.reason}*", ""]
     return "\n".join(lines) + "\n"
 
 

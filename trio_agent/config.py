@@ -66,6 +66,7 @@ __all__ = [
     "default_config",
     "load_config",
     "mount_config",
+    "mount_persistence",
     "open_harness",
     "parse_config",
 ]
@@ -388,18 +389,7 @@ async def mount_config(ctx: Context, config: HarnessConfig) -> None:
     else:
         await ctx.plugin(RetryPlugin)
     await ctx.plugin(SessionStore)
-    persistence = config.persistence
-    if persistence.type == "jsonl":
-        await ctx.plugin(
-            JsonlPersistence, JsonlPersistence.Config(persistence.path or ".trio-agent/sessions")
-        )
-    elif persistence.type == "sqlite":
-        await ctx.plugin(
-            SqlitePersistence,
-            SqlitePersistence.Config(persistence.path or ".trio-agent/sessions.sqlite3"),
-        )
-    elif persistence.type == "memory":
-        await ctx.plugin(MemoryPersistence)
+    await mount_persistence(ctx, config.persistence)
     await ctx.plugin(ToolRegistry)
     if config.tools.builtin:
         await ctx.plugin(
@@ -431,6 +421,21 @@ async def mount_config(ctx: Context, config: HarnessConfig) -> None:
             max_parallel_tool_calls=config.max_parallel_tool_calls,
         ),
     )
+
+
+async def mount_persistence(ctx: Context, persistence: PersistenceConfig) -> None:
+    """Mount the ``session_persistence`` plugin ``persistence`` describes (none for ``none``)."""
+    if persistence.type == "jsonl":
+        await ctx.plugin(
+            JsonlPersistence, JsonlPersistence.Config(persistence.path or ".trio-agent/sessions")
+        )
+    elif persistence.type == "sqlite":
+        await ctx.plugin(
+            SqlitePersistence,
+            SqlitePersistence.Config(persistence.path or ".trio-agent/sessions.sqlite3"),
+        )
+    elif persistence.type == "memory":
+        await ctx.plugin(MemoryPersistence)
 
 
 @contextlib.asynccontextmanager
