@@ -25,6 +25,7 @@ import attrs
 import cattrs
 import trio
 
+from .. import _serde
 from ._disposer import Disposer, Teardown
 from ._errors import (
     InactiveContextError,
@@ -780,10 +781,6 @@ class Context:
         done, failures are raised together as an :class:`ExceptionGroup`."""
         await self.runtime.bus.parallel(name, payload, self._chain(target))
 
-    def has_listeners(self, name: str) -> bool:
-        """Whether any listener (in any scope) is registered for ``name``."""
-        return self.runtime.bus.count(name) > 0
-
     def _chain(self, target: Scope | _Unset | None) -> tuple[Scope, ...]:
         scope = self.scope if target is _SAME_SCOPE else target
         return _GLOBAL if scope is None else scope.chain
@@ -847,10 +844,8 @@ def _structure_config(plugin: Plugin, config: Any, label: str) -> Any:
         return config
     if isinstance(config, config_cls):
         return config
-    from .._serde import converter
-
     try:
-        return converter.structure({} if config is None else config, config_cls)
+        return _serde.converter.structure({} if config is None else config, config_cls)
     except (cattrs.BaseValidationError, TypeError, ValueError) as exc:
         details = (
             "; ".join(cattrs.transform_error(exc, path=label))
