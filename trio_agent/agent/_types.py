@@ -101,9 +101,7 @@ def to_user_message(content: MessageContent, source: MessageSource) -> Message:
                 f"only user messages can be sent to an agent, got role {content.role!r}"
             )
         return content
-    if isinstance(content, str):
-        return Message(new_message_id(), "user", (TextBlock(content),), source)
-    blocks = tuple(content)
+    blocks = (TextBlock(content),) if isinstance(content, str) else tuple(content)
     if not blocks:
         raise ValueError("cannot send an empty message: give text or at least one content block")
-    return Message(MessageId(new_message_id()), "user", blocks, source)
+    return Message(new_message_id(), "user", blocks, source)
