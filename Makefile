@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_STAMP := $(VENV)/.installed-test
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: test lint demo bench bench-smoke bench-peers clean
+.PHONY: test test-slow lint demo bench bench-smoke bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(DEV_STAMP) $(TEST_STAMP)
 
+# The tests, the benchmarks and their smoke run get a throwaway PostgreSQL server (stopped
+# afterwards, even on failure): scripts/with-postgres exports its DSN for tests/postgres and
+# benchmarks/bench_postgres.py.
+WITH_POSTGRES := bash scripts/with-postgres
+
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(WITH_POSTGRES) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The stress tests at their full counts (pytest's `slow` marker), which `make test` skips.
+test-slow: $(TEST_STAMP)
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check trio_agent tests benchmarks examples
@@ -30,10 +39,10 @@ demo: $(TEST_STAMP)
 	$(BIN)/python -m trio_agent.demo
 
 bench: $(TEST_STAMP)
-	$(BIN)/python -m benchmarks
+	$(WITH_POSTGRES) $(BIN)/python -m benchmarks
 
 bench-smoke: $(TEST_STAMP)
-	$(BIN)/python -m benchmarks --smoke
+	$(WITH_POSTGRES) $(BIN)/python -m benchmarks --smoke
 
 # Peer frameworks live in their own venv, installed from the bench-peers extra, never in .venv.
 PEERS_VENV := .venv-peers

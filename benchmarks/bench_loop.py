@@ -1,8 +1,16 @@
 """Agent loop cost: per-step overhead, many concurrent agents, and cancel latency.
 
 1. Harness overhead per step: a scripted zero-latency model that asks for one no-op tool call per
-   step, through the whole loop (events, waterfalls, pipeline, log). Floor: a hand-written trio
-   loop doing the same appends, the same model stream and the same tool body calls.
+   step, through the whole loop (events, waterfalls, pipeline, log), at 50, 300 and 2,000 steps.
+   Floor: a hand-written trio loop doing the same model stream and the same tool body calls,
+   appending the same events to a plain in-memory ``list`` (not the library's ``Session``, whose
+   speed would otherwise flatter the ratio). Absolute µs are reported next to the ratio.
+1b. Per streamed chunk, end to end: adapter -> ``llm/stream`` guard -> assembler ->
+   ``assistant/chunk`` append -> ``agent/stream-chunk``, from one 2,000-chunk answer. Floor: the
+   same chunks fed to a ``BlockAssembler`` and appended to a plain list.
+1c. Chunk logging alone: ``Session.append`` of one ``assistant/chunk`` (floor: ``list.append``).
+1d. Concurrent streaming agents per core: agents streaming at 50 chunks/s; the process's CPU time
+   over the wall time of a run with K agents gives how many such agents saturate one core.
 2. N agents running one turn each concurrently, model latency ``trio.sleep(0.01)``: wall time
    next to the ideal (one latency), and peak RSS per agent (measured in a fresh subprocess).
 3. Cancel latency: from ``agent.cancel()`` during a stream to ``turn/end`` appended (p50, p99).
@@ -11,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import resource
 import statistics
@@ -71,49 +80,134 @@ async def _harness_steps(steps: int) -> float:
 
 
 async def _floor_steps(steps: int) -> float:
-    """The same work without the harness: appends, the model stream, the tool body."""
-    async with open_test_harness() as h:
-        session = h.ctx.sessions.create("floor")
-        model = ScriptedAdapter(name="floor", responses=_script(steps))
-        body = noop.body
-        start = time.perf_counter()
-        session.append(TurnStart.event_type, TurnStart(turn=1))
-        session.append(
-            UserMessageEvent.event_type, UserMessageEvent(turn=1, message=Message.user("go"))
-        )
-        for step in range(1, steps + 1):
-            history = session.derive_messages()
-            session.append(StepStart.event_type, StepStart(turn=1, step=step))
-            assembler = BlockAssembler()
-            request = GenerateRequest(config=_CONFIG, messages=history)
-            async with model.stream(request) as chunks:
-                async for chunk in chunks:
-                    session.append(
-                        AssistantChunk.event_type, AssistantChunk(turn=1, step=step, chunk=chunk)
-                    )
-                    assembler.feed(chunk)
-            message = assembler.message()
-            session.append(
+    """The same work without the harness: the model stream, the tool body, and the same events
+    appended to a plain in-memory list (the floor must not depend on ``Session``'s speed)."""
+    model = ScriptedAdapter(name="floor", responses=_script(steps))
+    body = noop.body
+    log: list[tuple[str, object]] = []
+    append = log.append
+    messages: list[Message] = []
+    start = time.perf_counter()
+    append((TurnStart.event_type, TurnStart(turn=1)))
+    prompt = Message.user("go")
+    messages.append(prompt)
+    append((UserMessageEvent.event_type, UserMessageEvent(turn=1, message=prompt)))
+    for step in range(1, steps + 1):
+        append((StepStart.event_type, StepStart(turn=1, step=step)))
+        assembler = BlockAssembler()
+        # The scripted model ignores the history; a bounded window keeps the floor flat.
+        request = GenerateRequest(config=_CONFIG, messages=tuple(messages[-4:]))
+        async with model.stream(request) as chunks:
+            async for chunk in chunks:
+                append((AssistantChunk.event_type, AssistantChunk(turn=1, step=step, chunk=chunk)))
+                assembler.feed(chunk)
+        message = assembler.message()
+        messages.append(message)
+        append(
+            (
                 AssistantMessageEvent.event_type,
                 AssistantMessageEvent(turn=1, step=step, message=message, finish="stop"),
             )
-            for call in message.tool_calls:
-                session.append(
+        )
+        for call in message.tool_calls:
+            append(
+                (
                     ToolCallEvent.event_type,
                     ToolCallEvent(
                         turn=1, step=step, call_id=call.id, name=call.name, arguments=call.arguments
                     ),
                 )
-                output = await body({}, None)  # type: ignore[arg-type]
-                result = ToolResult(call_id=CallId(call.id), content=(TextBlock(str(output)),))
-                session.append(
+            )
+            output = await body({}, None)  # type: ignore[arg-type]
+            result = ToolResult(call_id=CallId(call.id), content=(TextBlock(str(output)),))
+            messages.append(Message.tool_result(result.call_id, result.content))
+            append(
+                (
                     ToolResultEvent.event_type,
                     ToolResultEvent(turn=1, step=step, call_id=call.id, result=result),
                 )
-            session.append(StepEnd.event_type, StepEnd(turn=1, step=step))
-        session.append(TurnEnd.event_type, TurnEnd(turn=1, reason="completed"))
-        elapsed = time.perf_counter() - start
+            )
+        append((StepEnd.event_type, StepEnd(turn=1, step=step)))
+    append((TurnEnd.event_type, TurnEnd(turn=1, reason="completed")))
+    elapsed = time.perf_counter() - start
     return elapsed / steps
+
+
+_CHUNKS = 2_000
+
+
+async def _harness_chunks(chunks: int) -> float:
+    """Seconds per chunk of one long streamed answer through the whole loop."""
+    async with open_test_harness([text(*(["tok "] * chunks))]) as h:
+        agent = h.agent()
+        heard = [0]
+
+        def on_chunk(payload: object) -> None:
+            heard[0] += 1
+
+        agent.ctx.on("agent/stream-chunk", on_chunk)
+        start = time.perf_counter()
+        agent.send("go")
+        await agent.wait_idle()
+        elapsed = time.perf_counter() - start
+        assert heard[0] >= chunks, heard
+    return elapsed / chunks
+
+
+async def _floor_chunks(chunks: int) -> float:
+    model = ScriptedAdapter(name="floor", responses=[text(*(["tok "] * chunks))])
+    log: list[tuple[str, object]] = []
+    append = log.append
+    assembler = BlockAssembler()
+    request = GenerateRequest(config=_CONFIG, messages=(Message.user("go"),))
+    start = time.perf_counter()
+    async with model.stream(request) as stream:
+        async for chunk in stream:
+            assembler.feed(chunk)
+            append((AssistantChunk.event_type, AssistantChunk(turn=1, step=1, chunk=chunk)))
+    elapsed = time.perf_counter() - start
+    return elapsed / chunks
+
+
+def _chunk_logging(count: int) -> tuple[float, float]:
+    """Seconds per ``assistant/chunk`` append: Session vs a plain list (same payload objects)."""
+    from trio_agent.ids import SessionId
+    from trio_agent.llm import TextDelta
+    from trio_agent.session import Session, SessionHeader
+
+    payloads = [AssistantChunk(turn=1, step=1, chunk=TextDelta(0, "tok ")) for _ in range(count)]
+    session = Session(SessionHeader(session_id=SessionId("bench"), created_at=time.time()))
+    session.append(TurnStart.event_type, TurnStart(turn=1))
+    session.append(StepStart.event_type, StepStart(turn=1, step=1))
+    gc.collect()
+    start = time.perf_counter()
+    for payload in payloads:
+        session.append(AssistantChunk.event_type, payload)
+    logged = time.perf_counter() - start
+    log: list[tuple[str, object]] = []
+    start = time.perf_counter()
+    for payload in payloads:
+        log.append((AssistantChunk.event_type, payload))
+    floor = time.perf_counter() - start
+    return logged / count, floor / count
+
+
+async def _streaming_agents(count: int, chunks: int) -> float:
+    """Agents per core streaming at 50 chunks/s: K agents' CPU time over the run's wall time."""
+    from trio_agent.agent import AgentOptions
+
+    async with open_test_harness([text(*(["tok "] * chunks))] * count) as h:
+        h.model.delay = 0.02
+        agents = [h.agent(f"s{i}", AgentOptions()) for i in range(count)]
+        cpu = time.process_time()
+        start = time.perf_counter()
+        for agent in agents:
+            agent.send("go")
+        for agent in agents:
+            await agent.wait_idle()
+        wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+    return count * wall / max(cpu, 1e-9)
 
 
 from trio_agent.llm import LlmCallConfig  # noqa: E402
@@ -201,18 +295,53 @@ def _in_subprocess(count: int) -> dict[str, float]:
 
 
 def run(smoke: bool) -> list[Metric]:
-    steps = 20 if smoke else 300
-    harness = min(trio.run(_harness_steps, steps) for _ in range(1 if smoke else 5))
-    floor = min(trio.run(_floor_steps, steps) for _ in range(1 if smoke else 5))
-    metrics = [
-        Metric(
-            "loop overhead per step (1 no-op tool call)",
-            harness * 1e6,
-            "µs",
-            floor * 1e6,
-            "floor: hand-written trio loop, same appends and calls",
+    metrics: list[Metric] = []
+    for steps in (20,) if smoke else (50, 300, 2_000):
+        repeats = 1 if smoke else (5 if steps <= 300 else 2)
+        harness = min(trio.run(_harness_steps, steps) for _ in range(repeats))
+        floor = min(trio.run(_floor_steps, steps) for _ in range(repeats))
+        metrics.append(
+            Metric(
+                f"loop overhead per step, {steps:,} steps (1 no-op tool call)",
+                harness * 1e6,
+                "µs",
+                floor * 1e6,
+                "floor: hand-written trio loop, same calls, events into a plain list",
+            )
         )
-    ]
+    chunks = 200 if smoke else _CHUNKS
+    repeats = 1 if smoke else 5
+    per_chunk = min(trio.run(_harness_chunks, chunks) for _ in range(repeats))
+    per_chunk_floor = min(trio.run(_floor_chunks, chunks) for _ in range(repeats))
+    metrics.append(
+        Metric(
+            "per streamed chunk, end to end (adapter→guard→assembler→log→agent/stream-chunk)",
+            per_chunk * 1e6,
+            "µs",
+            per_chunk_floor * 1e6,
+            "floor: the adapter's chunks into an assembler and a plain list",
+        )
+    )
+    logged, logged_floor = min(_chunk_logging(2_000 if smoke else 50_000) for _ in range(repeats))
+    metrics.append(
+        Metric(
+            "chunk logging: Session.append(assistant/chunk)",
+            logged * 1e6,
+            "µs",
+            logged_floor * 1e6,
+            "floor: list.append of the same payload",
+        )
+    )
+    per_core = trio.run(_streaming_agents, 20 if smoke else 200, 5 if smoke else 25)
+    metrics.append(
+        Metric(
+            "concurrent streaming agents per core (50 chunks/s each)",
+            per_core,
+            "agents",
+            None,
+            "K agents x wall / CPU time; higher is better",
+        )
+    )
     for count in (50,) if smoke else (1_000, 10_000):
         result = _in_subprocess(count)
         metrics.append(

@@ -14,30 +14,50 @@ Load: ``session_persistence.load`` of a 100k-event JSONL log plus ``project_mess
 history a resume derives) next to the floor of ``json.loads`` over the same lines, keeping the
 parsed objects as any loader must (which makes the garbage collector part of both). A cost:
 lower is better.
+
+Durability (issue 13): one agent on the scripted zero-latency model runs a turn of many steps,
+each calling one no-op tool with effects, so every step has a write-ahead flush and a step-end
+flush. The value is the cost per step with ``durability="step"``, the floor the same turn with
+``durability="turn"`` (one flush at the end), both in this run, so the ratio is what durability
+by the step costs. Beside it: the p50 and p99 of one step (floor: the same with ``"turn"``),
+the write-ahead latency (from the ``tools/execute`` dispatch to the body starting, with the flush
+in between; floor: the plainest durable write of one event, measured in the same run, so the
+ratio is what the writer adds to the disk's own sync), and the syncs per durability point: ``fsync``/``fdatasync`` calls counted by
+``strace`` over a child process running the same turn, divided by the flushes it made (the JSONL
+count includes the two syncs that create the file and its directory entry).
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
+import re
+import shutil
 import sqlite3
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
 from benchmarks._harness import Metric, best_of, print_table
 from benchmarks._workloads import EVENTS_PER_STEP, append_step, end_turn, start_turn
+from trio_agent.agent import AgentOptions
 from trio_agent.persistence import JsonlPersistence, SqlitePersistence
-from trio_agent.runtime import Plugin, open_runtime
+from trio_agent.runtime import Next, Plugin, open_runtime
 from trio_agent.session import (
     Session,
     SessionStore,
     project_messages,
 )
+from trio_agent.testing import open_test_harness, text, tool_call
+from trio_agent.tools import ToolCallContext, ToolExecution, tool
 
 __all__ = ["run"]
 
@@ -245,16 +265,247 @@ def _load_metrics(size: int, label: str, repeats: int) -> list[Metric]:
     ]
 
 
+# --- durability by the step ---------------------------------------------------------------------
+
+Backend = Literal["jsonl", "sqlite"]
+Durability = Literal["step", "turn"]
+
+
+def _persistence(backend: Backend, directory: Path) -> tuple[Plugin, Any]:
+    if backend == "jsonl":
+        return JsonlPersistence, JsonlPersistence.Config(path=str(directory / "s"))
+    return SqlitePersistence, SqlitePersistence.Config(path=str(directory / "s.sqlite3"))
+
+
+class _StepRun:
+    """One turn of ``steps`` steps, each calling an effectful no-op tool, and what it took."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.steps: list[float] = []  # the duration of each step
+        self.write_ahead: list[float] = []  # tools/execute dispatch -> body start
+        self.flushes = 0
+
+
+def _durable_turn(
+    backend: Backend, durability: Durability, steps: int, directory: Path
+) -> _StepRun:
+    run = _StepRun()
+    dispatched: dict[str, float] = {}
+
+    @tool
+    async def touch(*, call: ToolCallContext) -> str:
+        """A no-op with effects (not read-only): its call is written ahead."""
+        run.write_ahead.append(time.perf_counter() - dispatched[call.call_id])
+        return "ok"
+
+    async def dispatch(execution: ToolExecution, next: Next) -> Any:
+        dispatched[execution.call_id] = time.perf_counter()
+        return await next()
+
+    async def flushed(payload: object) -> None:
+        run.flushes += 1
+        await trio.lowlevel.checkpoint()
+
+    script = [tool_call(f"c{i}", "touch", "{}") for i in range(steps - 1)] + [text("done")]
+    plugin, config = _persistence(backend, directory)
+
+    async def main() -> None:
+        async with open_test_harness(
+            script, tools=[touch], persistence=plugin, persistence_config=config
+        ) as h:
+            h.ctx.on("tools/execute", dispatch)
+            h.ctx.on("session/flush", flushed)
+            starts: list[float] = []
+            agent = h.agent(options=AgentOptions(durability=durability))
+            agent.ctx.on("agent/step-start", lambda _: starts.append(time.perf_counter()))
+            begin = time.perf_counter()
+            agent.send("go")
+            await agent.wait_idle()
+            run.seconds = time.perf_counter() - begin
+            run.steps = [b - a for a, b in itertools.pairwise(starts)]
+
+    trio.run(main)
+    return run
+
+
+def _syncs(backend: Backend, steps: int) -> tuple[int, int] | None:
+    """``(syncs, flushes)`` of one durable turn, counted by strace in a child (None without
+    strace)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    with tempfile.TemporaryDirectory() as directory:
+        summary = Path(directory) / "strace.txt"
+        child = subprocess.run(
+            [
+                strace,
+                "-f",
+                "-c",
+                "-e",
+                "trace=fsync,fdatasync",
+                "-o",
+                str(summary),
+                sys.executable,
+                "-m",
+                "benchmarks.bench_persistence",
+                "--durable-turn",
+                backend,
+                str(steps),
+                directory,
+            ],
+            cwd=Path(__file__).parent.parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if child.returncode != 0:
+            return None
+        flushes = int(child.stdout.split()[-1])
+        found = re.findall(
+            r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync)$",
+            summary.read_text(),
+            re.MULTILINE,
+        )
+        return sum(int(calls) for calls, _ in found), flushes
+
+
+def _plain_syncs(backend: Backend, count: int, directory: Path) -> list[float]:
+    """Seconds of each of ``count`` plainest durable writes of one small event: a line appended
+    and fsynced (JSONL), a row inserted and committed with WAL and ``synchronous=FULL``
+    (SQLite)."""
+    line = json.dumps({"seq": 0, "type": "tool/call", "time": 0.0, "data": {"x": "y" * 200}})
+    out = []
+    if backend == "jsonl":
+        fd = os.open(directory / "plain.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for _ in range(count):
+                start = time.perf_counter()
+                os.write(fd, (line + "\n").encode())
+                os.fsync(fd)
+                out.append(time.perf_counter() - start)
+        finally:
+            os.close(fd)
+        return out
+    db = sqlite3.connect(directory / "plain.sqlite3", isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, data)")
+        for seq in range(count):
+            start = time.perf_counter()
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO events VALUES (?, ?)", (seq, line))
+            db.execute("COMMIT")
+            out.append(time.perf_counter() - start)
+    finally:
+        db.close()
+    return out
+
+
+def _percentile(values: list[float], q: int) -> float:
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+        if len(values) > 1
+        else values[0]
+    )
+
+
+def _durability_metrics(steps: int, repeats: int) -> list[Metric]:
+    metrics = []
+    backends: tuple[Backend, ...] = ("jsonl", "sqlite")
+    modes: tuple[Durability, ...] = ("step", "turn")
+    for backend in backends:
+        runs: dict[str, _StepRun] = {}
+        for durability in modes:
+            best: _StepRun | None = None
+            for _ in range(repeats):
+                gc.collect()
+                with tempfile.TemporaryDirectory() as directory:
+                    run = _durable_turn(backend, durability, steps, Path(directory))
+                if best is None or run.seconds < best.seconds:
+                    best = run
+            assert best is not None
+            runs[durability] = best
+        step, turn = runs["step"], runs["turn"]
+        with tempfile.TemporaryDirectory() as directory:
+            plain = _plain_syncs(backend, len(step.write_ahead), Path(directory))
+        metrics += [
+            Metric(
+                f"{backend}: loop step, durability step / turn",
+                step.seconds / steps * 1e6,
+                "µs",
+                floor=turn.seconds / steps * 1e6,
+                note=f"{steps} steps of one effectful tool call; {step.flushes} flushes against "
+                f"{turn.flushes}; floor: the same turn with durability='turn'",
+            ),
+        ]
+        for q in (50, 99):
+            metrics += [
+                Metric(
+                    f"{backend}: durable step p{q}",
+                    _percentile(step.steps, q) * 1e6,
+                    "µs",
+                    floor=_percentile(turn.steps, q) * 1e6,
+                    note="one step (step/start to step/start); floor: durability='turn'"
+                    + ("; target <= 2 ms" if q == 99 else ""),
+                ),
+                Metric(
+                    f"{backend}: write-ahead point p{q}",
+                    _percentile(step.write_ahead, q) * 1e6,
+                    "µs",
+                    floor=_percentile(plain, q) * 1e6,
+                    note="tools/execute dispatch -> body start, the flush in between (with "
+                    f"durability='turn': {_percentile(turn.write_ahead, q) * 1e6:,.0f} µs); "
+                    + (
+                        "floor: one line appended and fsynced"
+                        if backend == "jsonl"
+                        else "floor: one row committed (WAL, synchronous=FULL)"
+                    ),
+                ),
+            ]
+        counted = _syncs(backend, steps)
+        if counted is None:
+            metrics.append(
+                Metric(
+                    f"{backend}: syncs per durability point",
+                    float("nan"),
+                    "",
+                    note="skipped: no strace",
+                )
+            )
+        else:
+            syncs, flushes = counted
+            metrics.append(
+                Metric(
+                    f"{backend}: syncs per durability point",
+                    syncs / flushes,
+                    "syncs",
+                    note=f"{syncs} fsync/fdatasync calls for {flushes} flushes (strace, whole "
+                    "process); target <= 1",
+                )
+            )
+    return metrics
+
+
 def run(smoke: bool) -> list[Metric]:
-    """Write throughput (jsonl, sqlite) and load + derive of a big log; see the docstring."""
+    """Write throughput (jsonl, sqlite), load + derive of a big log, and the cost of durability
+    by the step; see the docstring."""
     turns, repeats = (20, 1) if smoke else (300, 3)
     size, label = (2_000, "2k") if smoke else (100_000, "100k")
-    return _write_metrics(turns, repeats) + _load_metrics(size, label, repeats)
+    steps = 20 if smoke else 300
+    return (
+        _write_metrics(turns, repeats)
+        + _load_metrics(size, label, repeats)
+        + _durability_metrics(steps, repeats)
+    )
 
 
 def main() -> None:
-    import sys
-
+    if sys.argv[1:2] == ["--durable-turn"]:  # the child _syncs counts under strace
+        backend, steps, directory = sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+        print(_durable_turn(backend, "step", steps, directory).flushes)  # type: ignore[arg-type]
+        return
     print_table(run(smoke="--smoke" in sys.argv))
 
 

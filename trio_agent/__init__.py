@@ -22,6 +22,7 @@ from .loop import ReactLoopAgent as ReactLoopAgent
 from .runtime import Context as Context
 from .runtime import Disposer as Disposer
 from .runtime import Service as Service
+from .runtime import ServiceKey as ServiceKey
 from .runtime import open_runtime as open_runtime
 from .session import Session as Session
 from .tools import Tool as Tool
@@ -40,6 +41,7 @@ __all__ = [
     "Message",
     "ReactLoopAgent",
     "Service",
+    "ServiceKey",
     "Session",
     "Tool",
     "ToolCallContext",

@@ -91,14 +91,21 @@ def _cancelled_run(workspace: Path, prompt: str) -> tuple[str, int]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None
-    first = process.stdout.read(20)  # the answer has started streaming
-    time.sleep(0.2)
+    assert process.stdout is not None and process.stderr is not None
+    # To a pipe `run` writes a step's text once it is final: wait for the session line on
+    # stderr, then for the slow model to be mid-answer.
+    head = ""
+    while "session: " not in head:
+        line = process.stderr.readline()
+        if not line:
+            break
+        head += line
+    time.sleep(1.0)
     process.send_signal(signal.SIGINT)
     rest, stderr = process.communicate(timeout=30)
-    _show(first + rest, stderr)
+    _show(rest, head + stderr)
     print(f"[exit status {process.returncode}]", flush=True)
-    return _session_id(stderr), process.returncode
+    return _session_id(head + stderr), process.returncode
 
 
 def main() -> int:
@@ -131,7 +138,7 @@ def main() -> int:
         ok = (
             first.returncode == 0
             and second.returncode == 0
-            and status == 1
+            and status == 130  # 128 + SIGINT: the turn was cancelled by Ctrl-C
             and "## Turn 2" in shown.stdout
         )
         _banner("done" if ok else "something did not go as described")

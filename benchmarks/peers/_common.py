@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from importlib.metadata import version
 from typing import Any
 
@@ -66,8 +66,9 @@ def forbid_network() -> None:
     def create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
         raise _refuse(f"create_connection {address!r}")
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    # A monkeypatch: the replacements take the Python subclass, typeshed's slots the C base.
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
     socket.getaddrinfo = getaddrinfo
     socket.create_connection = create_connection
 
@@ -102,8 +103,8 @@ def _error(exc: BaseException) -> str:
 def main(
     peer: str,
     package: str,
-    loop: Callable[[int], Awaitable[float]],
-    agents: Callable[[int, float], Awaitable[dict[str, float]]],
+    loop: Callable[[int], Coroutine[Any, Any, float]],
+    agents: Callable[[int, float], Coroutine[Any, Any, dict[str, float]]],
     argv: Sequence[str] | None = None,
 ) -> None:
     """Parse ``--steps S --agents N [--latency s] [--repeats R]``, run both workloads, print

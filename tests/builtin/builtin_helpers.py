@@ -9,7 +9,7 @@ from typing import Any
 from trio_agent.ids import CallId
 from trio_agent.llm import ToolResult
 from trio_agent.runtime import Context
-from trio_agent.tools import ToolInvocation
+from trio_agent.tools import ToolInvocation, ToolRegistry
 
 #: The ``mount`` fixture: ``await mount(**config)`` mounts BuiltinTools on the workspace root.
 Mount = Callable[..., Awaitable[None]]
@@ -17,7 +17,7 @@ Mount = Callable[..., Awaitable[None]]
 
 async def call(ctx: Context, name: str, **arguments: Any) -> ToolResult:
     """Execute ``name`` through the real pipeline with JSON ``arguments``."""
-    return await ctx.tools.execute(  # type: ignore[no-any-return]
+    return await ctx.require(ToolRegistry).execute(
         ToolInvocation(CallId(f"call-{name}"), name, json.dumps(arguments))
     )
 

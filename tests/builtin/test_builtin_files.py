@@ -11,8 +11,8 @@ import pytest
 from builtin_helpers import Mount, fails, ok
 
 from trio_agent.runtime import Context
-from trio_agent.tools import INVALID_ARGS
-from trio_agent.tools.builtin import Workspace, _files
+from trio_agent.tools import DENIED, INVALID_ARGS
+from trio_agent.tools.builtin import Workspace, _files, _grep
 
 
 def lines(n: int, prefix: str = "line") -> str:
@@ -104,7 +104,7 @@ async def test_read_long_line_is_cut(ctx: Context, mount: Mount, root: Path) -> 
     await mount(max_read_bytes=10)
     text = await ok(ctx, "read_file", path="f.txt")
     assert text.startswith("x" * 10 + "\n[showing lines 1-1 of 2:")
-    assert "[line(s) 1 are longer than 10 bytes and were cut; use grep to search them]" in text
+    assert text.endswith("[line 1 is longer than 10 bytes and was cut; use grep to search it]")
     assert await ok(ctx, "read_file", path="f.txt", start_line=2) == (
         "short\n[showing lines 2-2 of 2]"
     )
@@ -299,17 +299,15 @@ def tree(root: Path) -> Path:
 async def test_glob_patterns(ctx: Context, mount: Mount, root: Path) -> None:
     await mount()
     assert await ok(ctx, "glob", pattern="**/*.py") == ("src/app.py\nsrc/pkg/deep.py\nsrc/util.py")
-    assert (
-        await ok(ctx, "glob", pattern="*") == ".env\n.git/\nREADME.md\ndocs/\nnode_modules/\nsrc/"
-    )
+    assert await ok(ctx, "glob", pattern="*") == ".env\nREADME.md\ndocs/\nnode_modules/\nsrc/"
     assert await ok(ctx, "glob", pattern="src/*") == (
         "src/__pycache__/\nsrc/app.py\nsrc/loop/\nsrc/pkg/\nsrc/util.py"
     )
     assert await ok(ctx, "glob", pattern="src/?til.py") == "src/util.py"
     assert await ok(ctx, "glob", pattern="src/[a-b]*.py") == "src/app.py"
-    # ``**`` lists skipped directories (and links) but does not enter them.
+    # ``**`` lists skipped directories (and links) but does not enter them; .git is protected.
     assert await ok(ctx, "glob", pattern="**/") == (
-        ".git/\ndocs/\nnode_modules/\nsrc/\nsrc/__pycache__/\nsrc/loop/\nsrc/pkg/"
+        "docs/\nnode_modules/\nsrc/\nsrc/__pycache__/\nsrc/loop/\nsrc/pkg/"
     )
     assert await ok(ctx, "glob", pattern="src/**") == (
         "src/\nsrc/__pycache__/\nsrc/app.py\nsrc/loop/\nsrc/pkg/\nsrc/pkg/data.json\n"
@@ -317,8 +315,10 @@ async def test_glob_patterns(ctx: Context, mount: Mount, root: Path) -> None:
     )
     assert await ok(ctx, "glob", pattern="./docs//a.md") == "docs/a.md"
     assert await ok(ctx, "glob", pattern=str(root / "docs" / "*.md")) == "docs/a.md"
-    # Skipped directories are entered only when the pattern names them.
-    assert await ok(ctx, "glob", pattern=".git/**/*.py") == ".git/hooks/pre-commit.py"
+    # Skipped directories are entered only when the pattern names them (never .git).
+    assert await ok(ctx, "glob", pattern=".git/**/*.py") == (
+        'No paths match ".git/**/*.py" in the workspace'
+    )
     assert await ok(ctx, "glob", pattern="**/node_modules/**/*.js") == ("node_modules/lib/index.js")
     assert await ok(ctx, "glob", pattern="src/loop/*.py") == "src/loop/app.py\nsrc/loop/util.py"
 
@@ -367,10 +367,11 @@ async def test_grep_results_and_skipping(ctx: Context, mount: Mount, root: Path)
         "src/pkg/deep.py",
         "src/util.py",
     ]
-    # Naming a skipped directory searches it.
-    assert await ok(ctx, "grep", pattern="content", path=".git/hooks") == (
-        ".git/hooks/pre-commit.py:1: content of .git/hooks/pre-commit.py"
+    # Naming a skipped directory searches it, unless it is protected.
+    assert await ok(ctx, "grep", pattern="content", path="node_modules") == (
+        "node_modules/lib/index.js:1: content of node_modules/lib/index.js"
     )
+    assert "is protected" in await fails(ctx, "grep", DENIED, pattern="content", path=".git/hooks")
     assert await ok(ctx, "grep", pattern="CONTENT OF README", ignore_case=True) == (
         "README.md:1: content of README.md"
     )
@@ -444,7 +445,9 @@ def test_abandoned_walks_stop(root: Path) -> None:
     )
     stop = threading.Event()
     stop.set()
-    with pytest.raises(_files._Stopped):
+    with pytest.raises(_files.Stopped):
         _files.glob_paths(ws, limits, "**", stop)
-    with pytest.raises(_files._Stopped):
-        _files.grep(ws, limits, "x", ".", None, False, stop)
+    with pytest.raises(_files.Stopped):
+        _grep._select(ws, ".", None, stop)
+    with pytest.raises(_files.Stopped):
+        _files.read_file(ws, limits, "d/f.txt", 2, None, stop)

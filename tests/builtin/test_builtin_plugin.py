@@ -1,4 +1,4 @@
-"""The BuiltinTools plugin, its config, builtin_tools(), the exports, and the real agent loop."""
+"""The BuiltinTools plugin, its config, builtin_tools(), and the real agent loop."""
 
 from __future__ import annotations
 
@@ -9,67 +9,20 @@ import pytest
 import trio
 from builtin_helpers import Mount, ok
 
-import trio_agent.tools.builtin
-from trio_agent.errors import TrioAgentError
 from trio_agent.ids import CallId
 from trio_agent.llm import ToolResult
 from trio_agent.runtime import Context, PluginConfigError
 from trio_agent.session import ToolResultEvent
 from trio_agent.testing import open_test_harness, text, tool_call
-from trio_agent.tools import DENIED, TOOL_ERROR, ToolError, ToolInvocation, ToolRegistry
+from trio_agent.tools import DENIED, ToolInvocation, ToolRegistry
 from trio_agent.tools.builtin import (
     BUILTIN_TOOL_NAMES,
-    BuiltinToolError,
     BuiltinTools,
     BuiltinToolsConfig,
     BuiltinToolsConfigError,
-    ShellPolicyError,
     Workspace,
-    WorkspacePathError,
     builtin_tools,
 )
-
-# --- exports ----------------------------------------------------------------------------------
-
-
-def test_all_is_pinned() -> None:
-    assert trio_agent.tools.builtin.__all__ == [
-        "BUILTIN_TOOL_NAMES",
-        "SKIPPED_DIRECTORIES",
-        "BuiltinToolError",
-        "BuiltinTools",
-        "BuiltinToolsConfig",
-        "BuiltinToolsConfigError",
-        "ShellPolicy",
-        "ShellPolicyError",
-        "ShellSetting",
-        "Workspace",
-        "WorkspacePathError",
-        "builtin_tools",
-    ]
-    for name in trio_agent.tools.builtin.__all__:
-        assert hasattr(trio_agent.tools.builtin, name), name
-
-
-def test_error_tree() -> None:
-    assert issubclass(BuiltinToolError, ToolError) and issubclass(ToolError, TrioAgentError)
-    assert issubclass(WorkspacePathError, BuiltinToolError)
-    assert issubclass(WorkspacePathError, ValueError)
-    assert issubclass(ShellPolicyError, BuiltinToolError)
-    assert issubclass(ShellPolicyError, PermissionError)
-    assert issubclass(BuiltinToolsConfigError, ToolError)
-    assert issubclass(BuiltinToolsConfigError, ValueError)
-    assert (BuiltinToolError.code, WorkspacePathError.code, ShellPolicyError.code) == (
-        TOOL_ERROR,
-        DENIED,
-        DENIED,
-    )
-
-
-def test_final_classes() -> None:
-    for cls in (BuiltinTools, Workspace):
-        assert getattr(cls, "__final__", False) is True
-
 
 # --- builtin_tools() --------------------------------------------------------------------------
 

@@ -2,27 +2,42 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 import trio
 
+import trio_agent.config
+from trio_agent.agent import AgentRegistry
 from trio_agent.config import (
     ConfigError,
     HarnessConfig,
-    ProviderConfig,
+    PersistenceConfig,
     default_config,
     load_config,
     open_harness,
     parse_config,
 )
+from trio_agent.llm import (
+    LlmService,
+    OfflineAdapter,
+    OfflineProvider,
+    OpenAiAdapter,
+    OpenAiProvider,
+    RetryPolicy,
+    ScriptedAdapter,
+    ScriptedProvider,
+)
 from trio_agent.loop import AgentConfig
+from trio_agent.persistence import SqlitePersistence
+from trio_agent.session import AssistantMessageEvent
 
 
 def test_empty_file_is_the_embedded_defaults() -> None:
     config = parse_config("")
     assert config == HarnessConfig()
-    assert config.default_provider == ProviderConfig(name="offline", type="offline")
+    assert config.default_provider == OfflineProvider.Config(name="offline")
     assert config.persistence.type == "jsonl"
     assert config.tools.shell == "deny"
 
@@ -48,7 +63,9 @@ max_parallel_tool_calls: 4
     )
     assert config.default_provider.models == ("deepseek-chat",)
     assert config.llm.retry is not None and config.llm.retry.max_attempts == 3
-    assert config.persistence.path == "sessions.db"
+    assert config.persistence == PersistenceConfig(
+        "sqlite", SqlitePersistence.Config("sessions.db")
+    )
     assert config.tools.shell == ("git status", "ls")
     assert config.agents == (AgentConfig(id="coder", provider="offline"),)
     assert config.max_parallel_tool_calls == 4
@@ -80,26 +97,45 @@ system_prompt: {persona: "costs $${PRICE} dollars, model ${MODEL:-x}"}
         ),
         (
             "llm:\n  providers:\n    - {name: x, type: openai, base_url: u, modelz: []}\n",
-            r"extra fields found \(modelz\) @ \$\.llm\.providers\[0\]",
+            r"\$\.llm\.providers\[0\]: unknown key\(s\) modelz",
         ),
-        ("max_parallel_tool_calls: lots\n", r"expected int @ \$\.max_parallel_tool_calls"),
-        ("persistence: {type: postgres}\n", r"\$\.persistence\.type"),
+        (
+            "max_parallel_tool_calls: lots\n",
+            r"\$\.max_parallel_tool_calls: expected a whole number",
+        ),
+        (
+            "persistence: {type: mongo}\n",
+            r"\$\.persistence: type 'mongo' is not a persistence backend; expected one of: "
+            "jsonl, sqlite, memory, postgres, none",
+        ),
+        (
+            "persistence: {type: postgres}\n",
+            r"\$\.persistence\.dsn: required key missing",
+        ),
         ("tools: {shell: sometimes}\n", r"\$\.tools\.shell: expected 'allow', 'deny'"),
         ("tools: {builtin: [read_file, telnet]}\n", r"unknown tool\(s\) telnet"),
         (
             "llm:\n  providers:\n    - {name: x, type: openai}\n",
-            r"base_url: required for type openai",
+            r"\$\.llm\.providers\[0\]\.base_url: required key missing",
         ),
         (
             "llm:\n  providers:\n    - {name: x, type: offline, base_url: u}\n",
-            r"base_url: only valid for type openai",
+            r"\$\.llm\.providers\[0\]: unknown key\(s\) base_url",
         ),
-        ("llm: {default_provider: nope}\n", r"'nope' is not a defined provider"),
+        (
+            "llm: {default_provider: nope}\n",
+            r"\$\.llm\.default_provider: 'nope' is not a defined provider \(known: offline\)",
+        ),
         ("agents:\n  - {id: a}\n  - {id: a}\n", r"\$\.agents\[1\]\.id: agent 'a' is defined twice"),
-        ("agents:\n  - {id: a, provider: ghost}\n", r"\$\.agents\[0\]\.provider"),
+        (
+            "agents:\n  - {id: a, provider: ghost}\n",
+            r"\$\.agents\[0\]\.provider: 'ghost' is not a defined provider \(known: offline\)",
+        ),
         ("- just\n- a list\n", "the top level must be a mapping"),
         ("llm: [unclosed\n", "not valid YAML"),
-        ("unknown_section: 1\n", r"extra fields found \(unknown_section\)"),
+        ("unknown_section: 1\n", r"\$: unknown key\(s\) unknown_section"),
+        ("llm: {retry: 5}\n", r"\$\.llm\.retry: expected a mapping"),
+        ("agents: [{id: a, max_tokens: many}]\n", r"\$\.agents\[0\]\.max_tokens: expected a whole"),
     ],
 )
 def test_bad_config_names_the_key_path(text: str, message: str) -> None:
@@ -123,6 +159,7 @@ def test_default_config_says_which_provider_it_picked() -> None:
     assert config.default_provider.name == "deepseek"
     assert "DeepSeek" in note
     config, note = default_config({"OPENAI_API_KEY": "k"})
+    assert isinstance(config.default_provider, OpenAiProvider.Config)
     assert config.default_provider.base_url == "https://api.openai.com/v1"
     assert "OpenAI" in note
 
@@ -151,9 +188,7 @@ agents: [{{id: configured}}]
         ):
             assert ctx.get(service) is not None, service
         with trio.fail_after(5):
-            while ctx.agents.get("configured") is None:
-                await ctx.runtime.state_changed.wait()
-        agent = ctx.agents.get("configured")
+            agent = await ctx.agents.wait_for("configured")
         agent.send("read hello.txt")
         await agent.wait_idle()
         results = [e.payload.result.text for e in agent.session.events if e.type == "tool/result"]
@@ -174,18 +209,176 @@ agents:
 """
     async with open_harness(parse_config(base, environ={})) as ctx:
         with trio.fail_after(5):
-            while ctx.agents.get("coder") is None:
-                await ctx.runtime.state_changed.wait()
-        agent = ctx.agents.get("coder")
+            agent = await ctx.agents.wait_for("coder")
         agent.send("hello")
         await agent.wait_idle()
         first_id = agent.session.id
     async with open_harness(parse_config(base, environ={"TRIO_AGENT_RESUME": first_id})) as ctx:
         with trio.fail_after(5):
-            while ctx.agents.get("coder") is None:
-                await ctx.runtime.state_changed.wait()
-        agent = ctx.agents.get("coder")
+            agent = await ctx.agents.wait_for("coder")
         assert agent.session.id == first_id
         agent.send("again")
         await agent.wait_idle()
         assert [e.payload.turn for e in agent.session.events if e.type == "turn/start"] == [1, 2]
+
+
+# --- providers as tagged unions -----------------------------------------------------------------
+
+PROVIDERS = """
+llm:
+  providers:
+    - {name: remote, type: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: REMOTE_KEY,
+       models: [big, small], idle_timeout: 20, headers: {x-team: blue}, retry: {max_attempts: 2}}
+    - {name: offline, type: offline, delay: 0}
+    - {name: canned, type: scripted, responses: [first, second], models: [canned-model]}
+persistence: {type: memory}
+tools: {builtin: []}
+agents:
+  - {id: on-remote}
+  - {id: on-canned, provider: canned}
+  - {id: pinned, provider: offline, model: mine}
+"""
+
+
+def test_each_provider_entry_is_its_plugins_config() -> None:
+    remote, offline, canned = parse_config(PROVIDERS, environ={}).llm.providers
+    assert remote == OpenAiProvider.Config(
+        name="remote",
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env="REMOTE_KEY",
+        models=("big", "small"),
+        idle_timeout=20.0,
+        headers={"x-team": "blue"},
+        retry=RetryPolicy(max_attempts=2),
+    )
+    assert offline == OfflineProvider.Config(name="offline", delay=0.0)
+    assert canned == ScriptedProvider.Config(
+        name="canned", responses=("first", "second"), models=("canned-model",)
+    )
+    assert [p.type for p in (remote, offline, canned)] == ["openai", "offline", "scripted"]
+
+
+def test_an_openai_entry_sends_no_key_unless_it_names_one() -> None:
+    config = parse_config(
+        "llm:\n  providers: [{name: local, type: openai, base_url: 'http://localhost:8000/v1'}]\n",
+        environ={},
+    )
+    assert isinstance(config.default_provider, OpenAiProvider.Config)
+    assert config.default_provider.api_key_env is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        ("{name: x, type: openai, base_url: u, responses: [hi]}", "responses"),
+        ("{name: x, type: openai, base_url: u, delay: 1}", "delay"),
+        ("{name: x, type: offline, api_key_env: KEY}", "api_key_env"),
+        ("{name: x, type: offline, idle_timeout: 5}", "idle_timeout"),
+        ("{name: x, type: scripted, base_url: u}", "base_url"),
+        ("{name: x, type: scripted, retry: {max_attempts: 2}}", "retry"),
+    ],
+)
+def test_a_key_of_another_type_is_an_unknown_key(entry: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"\$\.llm\.providers\[1\]: unknown key\(s\) {key}$"):
+        parse_config(
+            f"llm:\n  providers:\n    - {{name: ok, type: offline}}\n    - {entry}\n", environ={}
+        )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "{name: x, type: telepathy}",
+            r"\$\.llm\.providers\[0\]: unknown type 'telepathy'; expected one of: offline, "
+            "openai, scripted",
+        ),
+        ("{name: x}", r"\$\.llm\.providers\[0\]: .*expected one of: offline, openai, scripted"),
+        (
+            "just-a-name",
+            r"\$\.llm\.providers\[0\]: expected an object with a 'type' tag, got str",
+        ),
+        (
+            "{name: x, type: openai, base_url: u, idle_timeout: 0}",
+            r"\$\.llm\.providers\[0\]: 'idle_timeout' must be > 0: 0\.0",
+        ),
+        (
+            "{name: x, type: offline, delay: -1}",
+            r"\$\.llm\.providers\[0\]: 'delay' must be >= 0: -1\.0",
+        ),
+        (
+            "{name: x, type: openai, base_url: u, retry: {jitter: 3}}",
+            r"\$\.llm\.providers\[0\]\.retry: .*jitter must be within \[0, 1\], got 3\.0",
+        ),
+    ],
+)
+def test_bad_provider_entries_name_the_problem_and_the_path(entry: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(f"llm:\n  providers:\n    - {entry}\n", environ={})
+
+
+def test_retry_is_a_retry_policy() -> None:
+    config = parse_config(
+        "llm:\n  retry: {max_attempts: 3, initial_delay: 1, retry_codes: [SERVER]}\n", environ={}
+    )
+    assert config.llm.retry == RetryPolicy(
+        max_attempts=3, initial_delay=1.0, retry_codes=("SERVER",)
+    )
+    with pytest.raises(
+        ConfigError, match=r"\$\.llm\.retry: RetryPolicy\.max_attempts must be >= 1"
+    ):
+        parse_config("llm:\n  retry: {max_attempts: 0}\n", environ={})
+    with pytest.raises(ConfigError, match=r"\$\.llm\.retry: unknown key\(s\) attempts"):
+        parse_config("llm:\n  retry: {attempts: 2}\n", environ={})
+
+
+async def test_mount_config_mounts_one_plugin_per_provider() -> None:
+    async with open_harness(parse_config(PROVIDERS, environ={})) as ctx:
+        llm = ctx.require(LlmService)
+        assert llm.names() == ("remote", "offline", "canned")
+        remote = llm.get("remote")
+        assert isinstance(remote, OpenAiAdapter)
+        assert (remote.base_url, remote.models, remote.idle_timeout) == (
+            "http://127.0.0.1:9/v1",
+            ("big", "small"),
+            20.0,
+        )
+        assert llm.retry_policy("remote") == RetryPolicy(max_attempts=2)
+        assert isinstance(llm.get("offline"), OfflineAdapter)
+        assert isinstance(llm.get("canned"), ScriptedAdapter)
+        agents = ctx.require(AgentRegistry)
+        models = {
+            agent_id: (agent.options.provider, agent.options.model)
+            for agent_id in ("on-remote", "on-canned", "pinned")
+            if (agent := agents.get(agent_id)) is not None
+        }
+        assert models == {
+            "on-remote": (None, "big"),
+            "on-canned": ("canned", "canned-model"),
+            "pinned": ("offline", "mine"),
+        }
+        agent = agents.get("on-canned")
+        assert agent is not None
+        agent.send("hello")
+        await agent.wait_idle()
+        replies = [
+            e.payload_as(AssistantMessageEvent).message.text
+            for e in agent.session.events
+            if e.type == "assistant/message"
+        ]
+        assert replies == ["first"]
+
+
+def test_config_imports_only_public_surfaces() -> None:
+    """config.py is a client of the packages below it: no ``llm._openai`` and friends (the one
+    converter, ``trio_agent._serde``, is shared by design)."""
+    tree = ast.parse(Path(trio_agent.config.__file__).read_text())
+    private = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.level > 0
+        and node.module is not None
+        and any(part.startswith("_") for part in node.module.split("."))
+    ]
+    assert private == []

@@ -2,8 +2,49 @@
 
 from __future__ import annotations
 
-from trio_agent.llm import GenerateRequest, LlmCallConfig, Message, StreamChunk
+from typing import Any
+
+from trio_agent.llm import (
+    BlockAssembler,
+    Finish,
+    GenerateRequest,
+    LlmCallConfig,
+    LlmFailure,
+    Message,
+    OpenAiAdapter,
+    StreamChunk,
+)
 from trio_agent.runtime import Context
+
+#: An API key the OpenAI adapter tests look for in every text that must not contain it.
+SECRET = "sk-test-SECRET-0123456789abcdef"
+
+
+def request(*messages: Message, **kwargs: Any) -> GenerateRequest:
+    """A request for the ``openai`` provider (default: one user message ``hi``)."""
+    config = kwargs.pop("config", LlmCallConfig("openai", "gpt-test"))
+    return GenerateRequest(config, messages or (Message.user("hi"),), **kwargs)
+
+
+async def stream(adapter: OpenAiAdapter, req: GenerateRequest | None = None) -> list[StreamChunk]:
+    """Every chunk ``adapter`` streams for ``req``."""
+    async with adapter.stream(req or request()) as chunks:
+        return [c async for c in chunks]
+
+
+def assemble(chunks: list[StreamChunk]) -> BlockAssembler:
+    """``chunks`` folded into an assembler."""
+    a = BlockAssembler()
+    a.feed_all(chunks)
+    return a
+
+
+def failure_of(chunks: list[StreamChunk]) -> LlmFailure:
+    """The failure of a stream that ended with exactly one error finish."""
+    last = chunks[-1]
+    assert isinstance(last, Finish) and last.reason == "error" and last.failure is not None
+    assert sum(isinstance(c, Finish) for c in chunks) == 1
+    return last.failure
 
 
 def make_request(provider: str = "scripted", text: str = "hi", **kwargs: object) -> GenerateRequest:
@@ -15,17 +56,3 @@ async def collect(ctx: Context, request: GenerateRequest) -> list[StreamChunk]:
     """Every chunk ``ctx.llm.stream(request)`` delivers."""
     async with ctx.llm.stream(request) as chunks:
         return [chunk async for chunk in chunks]
-
-
-def task_count() -> int:
-    """How many tasks are alive in this trio run (for leak checks)."""
-    import trio
-
-    todo = [trio.lowlevel.current_root_task()]
-    count = 0
-    while todo:
-        task = todo.pop()
-        count += 1
-        for nursery in task.child_nurseries:
-            todo.extend(nursery.child_tasks)
-    return count

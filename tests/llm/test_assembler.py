@@ -12,6 +12,7 @@ from trio_agent.ids import CallId
 from trio_agent.llm import (
     BlockAssembler,
     BlockEnd,
+    BlockKind,
     BlockStart,
     ContentBlock,
     Finish,
@@ -161,7 +162,7 @@ def test_message_id_and_source_can_be_given() -> None:
 
 # --- property: the fold agrees with a plain model of the rules ------------------------------
 
-KINDS = ("text", "reasoning", "tool-call")
+KINDS: tuple[BlockKind, ...] = ("text", "reasoning", "tool-call")
 
 
 @st.composite

@@ -12,6 +12,7 @@ from trio_agent.testing import (
     HANG,
     RecordedRequest,
     SseResponse,
+    assert_no_leaked_tasks,
     error_response,
     hang_response,
     json_response,
@@ -20,8 +21,6 @@ from trio_agent.testing import (
     sse_response,
     sse_text,
 )
-
-from .helpers import task_count
 
 
 async def test_records_requests_and_serves_the_script_in_order() -> None:
@@ -86,25 +85,24 @@ async def test_drop_breaks_the_body() -> None:
 
 
 async def test_shutdown_with_requests_in_flight_leaves_no_tasks() -> None:
-    before = task_count()
-    async with open_fake_openai_server(
-        [hang_response(), sse_response(sse_text("x"), HANG)]
-    ) as server:
-        async with trio.open_nursery() as nursery:
+    with assert_no_leaked_tasks():
+        async with open_fake_openai_server(
+            [hang_response(), sse_response(sse_text("x"), HANG)]
+        ) as server:
+            async with trio.open_nursery() as nursery:
 
-            async def call() -> None:
-                async with httpx.AsyncClient() as client:
-                    await client.post(server.base_url)
+                async def call() -> None:
+                    async with httpx.AsyncClient() as client:
+                        await client.post(server.base_url)
 
-            nursery.start_soon(call)
-            nursery.start_soon(call)
-            while len(server.requests) < 2:
-                await trio.testing.wait_all_tasks_blocked()
-            nursery.cancel_scope.cancel()
-        for request in server.requests:
-            with trio.fail_after(5):
-                await request.disconnected.wait()
-    assert task_count() == before
+                nursery.start_soon(call)
+                nursery.start_soon(call)
+                while len(server.requests) < 2:
+                    await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+            for request in server.requests:
+                with trio.fail_after(5):
+                    await request.disconnected.wait()
 
 
 async def test_body_exceptions_propagate_unwrapped() -> None:

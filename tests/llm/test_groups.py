@@ -42,8 +42,8 @@ async def test_all_cancelled_raises_the_preferred_one() -> None:
                 await trio.testing.wait_all_tasks_blocked()
                 scope.cancel()
                 await trio.sleep_forever()
-        except BaseExceptionGroup as group:
-            groups.append(group)
+        except BaseExceptionGroup as eg:
+            groups.append(eg)
             raise
     assert scope.cancelled_caught
     (group,) = groups

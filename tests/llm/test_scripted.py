@@ -166,7 +166,7 @@ async def test_raises_after_partial() -> None:
 
 
 async def test_raw_streams_exactly_what_it_is_given() -> None:
-    chunks = [TextDelta(3, "x"), Finish("stop")]
+    chunks: list[StreamChunk] = [TextDelta(3, "x"), Finish("stop")]
     assert await play(raw(*chunks)) == chunks
 
 
@@ -217,10 +217,10 @@ async def test_exhaustion_names_the_adapter_and_its_length() -> None:
 async def test_exhaustion_through_the_service_is_an_error_finish(lctx: Context) -> None:
     lctx.llm.register(ScriptedAdapter(name="empty"))
     chunks = await collect(lctx, make_request("empty"))
-    assert chunks[-1].failure.code == "SCRIPT_EXHAUSTED"  # type: ignore[union-attr]
-    assert (
-        "'empty'" in chunks[-1].failure.message and "had 0 responses" in chunks[-1].failure.message
-    )  # type: ignore[union-attr]
+    last = chunks[-1]
+    assert isinstance(last, Finish) and last.failure is not None
+    assert last.failure.code == "SCRIPT_EXHAUSTED"
+    assert "'empty'" in last.failure.message and "had 0 responses" in last.failure.message
 
 
 async def test_every_chunk_is_a_checkpoint() -> None:

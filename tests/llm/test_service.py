@@ -29,9 +29,18 @@ from trio_agent.llm import (
     UsageChunk,
 )
 from trio_agent.runtime import Context, Next
-from trio_agent.testing import ScriptedAdapter, error, hang, raises, raw, text, tool_call
+from trio_agent.testing import (
+    ScriptedAdapter,
+    assert_no_leaked_tasks,
+    error,
+    hang,
+    raises,
+    raw,
+    text,
+    tool_call,
+)
 
-from .helpers import collect, make_request, task_count
+from .helpers import collect, make_request
 
 
 class Tracking:
@@ -70,7 +79,7 @@ class EnterRaising:
     ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
         await trio.lowlevel.checkpoint()
         raise LlmError(LlmFailure("AUTH", "bad key", status=401))
-        yield  # pragma: no cover
+        yield  # type: ignore[unreachable]  # pragma: no cover - makes this a generator
 
 
 class SafeChannelRaising:
@@ -398,29 +407,26 @@ async def test_scoped_listener_applies_to_its_scope_only(lctx: Context) -> None:
 async def test_consumer_exception_propagates_and_closes_the_adapter(lctx: Context) -> None:
     tracked = Tracking(ScriptedAdapter(responses=[hang("partial")]))
     lctx.llm.register(tracked)
-    before = task_count()
 
     async def consume() -> None:
         async with lctx.llm.stream(make_request()) as chunks:
             await chunks.receive()
             raise KeyError("consumer")
 
-    with pytest.raises(KeyError, match="consumer"):
+    with assert_no_leaked_tasks(), pytest.raises(KeyError, match="consumer"):
         await consume()
     assert tracked.events == ["open", "closed"]
-    assert task_count() == before
 
 
 async def test_leaving_early_closes_the_adapter(lctx: Context) -> None:
     tracked = Tracking(ScriptedAdapter(responses=[text("a", "b", "c")]))
     lctx.llm.register(tracked)
-    before = task_count()
-    async with lctx.llm.stream(make_request()) as chunks:
-        async for chunk in chunks:
-            if isinstance(chunk, TextDelta):
-                break
+    with assert_no_leaked_tasks():
+        async with lctx.llm.stream(make_request()) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, TextDelta):
+                    break
     assert tracked.events == ["open", "closed"]
-    assert task_count() == before
 
 
 async def test_cancelling_the_caller_scope_raises_cancelled(lctx: Context) -> None:

@@ -64,7 +64,7 @@ events_st = st.lists(
     st.tuples(
         st.lists(
             st.text(
-                st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8
+                st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=8
             ),
             min_size=1,
             max_size=3,

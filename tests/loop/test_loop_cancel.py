@@ -8,9 +8,15 @@ import trio
 import trio.testing
 
 from trio_agent.agent import PromptSubmit
-from trio_agent.llm import ToolResult
+from trio_agent.llm import ToolResult, ToolResultBlock
 from trio_agent.runtime import Next
-from trio_agent.session import AssistantMessageEvent, ToolResultEvent
+from trio_agent.session import (
+    AssistantMessageEvent,
+    ContextMessageEvent,
+    SteeringMessageEvent,
+    ToolResultEvent,
+    UserMessageEvent,
+)
 from trio_agent.testing import (
     event_types,
     hang,
@@ -50,7 +56,11 @@ async def test_cancel_before_the_driver_takes_the_prompt() -> None:
         agent.cancel()
         agent.send("kept")  # a later prompt in the same tick: the cancel does not govern it
         await agent.wait_idle()
-        users = [e.payload.message.text for e in agent.session.events if e.type == "user/message"]
+        users = [
+            e.payload_as(UserMessageEvent).message.text
+            for e in agent.session.events
+            if e.type == "user/message"
+        ]
         assert users == ["kept"]
         assert turn_ends(agent) == ["completed"]
         assert turn_numbers(agent) == [1]
@@ -59,7 +69,7 @@ async def test_cancel_before_the_driver_takes_the_prompt() -> None:
 async def test_cancel_from_a_running_status_listener_produces_no_turn() -> None:
     async with open_test_harness([text("later")]) as h:
         agent = h.agent()
-        cancelled = []
+        cancelled: list[bool] = []
 
         def on_status(event: Any) -> None:
             if event.status == "running" and not cancelled:
@@ -176,7 +186,6 @@ async def test_cancel_during_a_tool_gives_every_call_one_result() -> None:
         """Take forever."""
         entered.set()
         await trio.sleep_forever()
-        return "never"
 
     @tool
     async def quick() -> str:
@@ -229,7 +238,9 @@ async def test_cancel_during_a_tool_gives_every_call_one_result() -> None:
         assert [r.code for r in notices if r.call_id == "c2"] == ["ABORTED"]
         # The derived history stays balanced: every call is answered, in model order.
         history = agent.session.derive_messages()
-        assert [b.tool_call_id for m in history[2:] for b in m.content] == ["c1", "c2", "c3"]
+        assert [
+            b.tool_call_id for m in history[2:] for b in m.content if isinstance(b, ToolResultBlock)
+        ] == ["c1", "c2", "c3"]
         agent.send("next")
         await agent.wait_idle()
         assert turn_ends(agent) == ["aborted", "completed"]
@@ -270,9 +281,11 @@ async def test_cancel_clears_queued_prompts_and_steering() -> None:
         await agent.wait_idle()
         assert turn_ends(agent) == ["aborted"]
         texts = [
-            e.payload.message.text
+            p.message.text
             for e in agent.session.events
-            if "message" in e.type and e.type != "assistant/message"
+            if isinstance(
+                p := e.payload, UserMessageEvent | ContextMessageEvent | SteeringMessageEvent
+            )
         ]
         assert texts == ["first"]
         agent.send("fresh prompt")

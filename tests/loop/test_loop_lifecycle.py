@@ -16,6 +16,7 @@ from trio_agent.agent import (
     NoAgentFactoryError,
     PersistenceUnavailableError,
 )
+from trio_agent.loop import ReactLoopAgent
 from trio_agent.runtime import Context, FiberState, open_runtime
 from trio_agent.testing import event_types, hang, open_test_harness, text, turn_end_reasons
 from trio_agent.tools import ToolCallContext, tool
@@ -111,14 +112,15 @@ async def test_outstanding_flush_is_awaited_not_cancelled() -> None:
             await release.wait()
             finished.append("flush completed")
 
-        h.ctx.on("session/flush", slow_flush)
         agent.send("go")
-        await trio.testing.wait_all_tasks_blocked()
+        await trio.testing.wait_all_tasks_blocked()  # the model hangs (the prompts are flushed)
+        h.ctx.on("session/flush", slow_flush)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(agent.aclose)
             await trio.testing.wait_all_tasks_blocked()
             assert finished == []
-            assert agent.status != "disposed"  # still draining: waiting for the flush
+            status = agent.status  # a local: mypy would keep agent.status narrowed
+            assert status != "disposed"  # still draining: waiting for the flush
             release.set()
         assert finished == ["flush completed"]
         assert agent.status == "disposed"
@@ -251,6 +253,7 @@ async def test_close_from_the_agents_own_tool_does_not_deadlock() -> None:
     @tool
     async def quit(*, call: ToolCallContext) -> str:
         """Stop the agent."""
+        assert isinstance(call.agent, ReactLoopAgent)
         await call.agent.aclose()
         return "bye"
 
@@ -287,3 +290,36 @@ async def test_a_long_lived_owner_does_not_accumulate_closed_agents() -> None:
             handle = await h.ctx.agents.create(agent_id=f"a{n}", session_id=f"s{n}")
             await handle.aclose()
         assert len(h.ctx.fiber._effects) == before
+
+
+async def test_unloading_the_loop_closes_the_agents_it_drives() -> None:
+    """An agent owned by another plugin does not outlive the loop plugin that drives it."""
+    async with open_test_harness([hang(partial="x")]) as h:
+        ends: list[str] = []
+        made: list[Any] = []
+
+        def owner(ctx: Context, config: None) -> None:
+            made.append(ctx.agent_loop.create("owned"))
+
+        owner_fiber = await h.ctx.plugin(owner)
+        h.ctx.on("agent/turn-end", lambda e: ends.append(e.reason))
+        agent = made[0]
+        agent.send("go")
+        await trio.testing.wait_all_tasks_blocked()
+        await h.ctx.agent_loop.ctx.fiber.dispose()
+        assert ends == ["disposed"]
+        assert agent.status == "disposed"
+        assert agent.session.detached
+        assert h.ctx.agents.get("owned") is None
+        assert owner_fiber.state is FiberState.ACTIVE  # the owner lives on
+
+
+async def test_a_long_lived_loop_does_not_accumulate_closed_agents() -> None:
+    async with open_test_harness() as h:
+        loop_fiber = h.ctx.agent_loop.ctx.fiber
+        before = len(loop_fiber._effects)
+        for n in range(20):
+            handle = await h.ctx.agents.create(agent_id=f"a{n}", session_id=f"s{n}")
+            assert len(loop_fiber._effects) == before + 1
+            await handle.aclose()
+        assert len(loop_fiber._effects) == before

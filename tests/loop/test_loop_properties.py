@@ -1,10 +1,12 @@
 """Property: random operation sequences against random model behaviour keep the log's invariants.
 
 Operations: send / steer / inject / cancel / wait_idle / settle, then a dispose. Model responses:
-text, tool calls (safe, slow, failing, unknown), max-tokens, errors (retried or not) and hangs.
-After every run: seq contiguous; turns and steps balanced and numbered; every tool/call answered
-exactly once under its own id; every prompt logged at most once, sends in send order; status
-idle ⇄ running, then disposed once; no task left running.
+text, tool calls (safe, slow, failing, unknown; their ids drawn from a small pool, so repeated and
+empty ids are common), max-tokens, errors (retried or not) and hangs. After every run: seq
+contiguous; turns and steps balanced and numbered; every call block of a logged assistant
+message has a unique non-empty id and is answered exactly once (one tool/call, one tool/result,
+same id); the derived history pairs every call with its result; every prompt logged at most
+once, sends in send order; status idle ⇄ running, then disposed once; no task left running.
 """
 
 from __future__ import annotations
@@ -17,10 +19,23 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trio_agent.llm import GenerateRequest, RetryPolicy
-from trio_agent.session import Session, ToolCallEvent, ToolResultEvent, TurnEnd
+from trio_agent.ids import CallId
+from trio_agent.llm import GenerateRequest, Message, RetryPolicy, ToolResultBlock
+from trio_agent.session import (
+    AssistantMessageEvent,
+    PromptBlocked,
+    Session,
+    SteeringMessageEvent,
+    StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+    UserMessageEvent,
+)
 from trio_agent.testing import (
     ScriptedResponse,
+    assert_no_leaked_tasks,
     error,
     hang,
     max_tokens,
@@ -52,7 +67,11 @@ async def boom() -> str:
 
 TOOLS = [echo, slow, boom]
 
-_calls = st.sampled_from(["echo", "slow", "boom", "missing"])
+_calls = st.tuples(
+    st.sampled_from(["echo", "slow", "boom", "missing"]),
+    # Repeats within a message and across steps, empties, and an id a rewrite would produce.
+    st.sampled_from(["c1", "c1", "c2", "", "c1~2"]),
+)
 _response_kinds = st.one_of(
     st.just(("text",)),
     st.tuples(st.just("tools"), st.lists(_calls, min_size=1, max_size=4)),
@@ -97,9 +116,9 @@ def _responder(kinds: list[Any]) -> Any:
             return text("answer ", str(n))
         if kind[0] == "tools":
             response: ScriptedResponse | None = None
-            for i, name in enumerate(kind[1]):
+            for name, call_id in kind[1]:
                 args = {"echo": '{"value": "v"}', "slow": '{"seconds": 3}'}.get(name, "{}")
-                part = tool_call(f"call-{n}-{i}", name, args, chunks=2)
+                part = tool_call(call_id, name, args, chunks=2)
                 response = part if response is None else response + part
             assert response is not None
             return response
@@ -112,6 +131,13 @@ def _responder(kinds: list[Any]) -> Any:
     return respond
 
 
+def result_id(message: Message) -> CallId:
+    """The call id a tool-result message answers."""
+    block = message.content[0]
+    assert isinstance(block, ToolResultBlock)
+    return block.tool_call_id
+
+
 def check_log(session: Session, sends: list[str], sent_all: set[str]) -> None:
     events = list(session.events)
     assert [e.seq for e in events] == list(range(len(events)))
@@ -119,13 +145,15 @@ def check_log(session: Session, sends: list[str], sent_all: set[str]) -> None:
     open_turn: int | None = None
     open_step: int | None = None
     last_turn = 0
+    # Per step: the call blocks of its logged message, and what was logged for them.
+    blocks: list[CallId] = []
     pending_calls: list[str] = []
     call_ids: Counter[str] = Counter()
     result_ids: Counter[str] = Counter()
     for event in events:
         if event.type == "turn/start":
             assert open_turn is None, "nested turn"
-            open_turn = event.payload.turn
+            open_turn = event.payload_as(TurnStart).turn
             assert open_turn == last_turn + 1
             last_turn = open_turn
             step_no = 0
@@ -138,15 +166,19 @@ def check_log(session: Session, sends: list[str], sent_all: set[str]) -> None:
             assert open_turn is not None
             assert open_step is None
             step_no += 1
-            assert event.payload.step == step_no
+            assert event.payload_as(StepStart).step == step_no
             open_step = step_no
+            blocks, call_ids, result_ids = [], Counter(), Counter()
         elif event.type == "step/end":
             assert open_step is not None
             assert not pending_calls, f"step closed with unanswered calls {pending_calls}"
+            # Every call block answered exactly once: one tool/call and one tool/result.
+            assert call_ids == result_ids == Counter(blocks)
             open_step = None
         elif event.type == "tool/call":
             assert open_step is not None
             call_id = event.payload_as(ToolCallEvent).call_id
+            assert call_id in blocks, f"tool/call {call_id!r} is not a call of the message"
             call_ids[call_id] += 1
             pending_calls.append(call_id)
         elif event.type == "tool/result":
@@ -156,19 +188,27 @@ def check_log(session: Session, sends: list[str], sent_all: set[str]) -> None:
             pending_calls.remove(call_id)
             result_ids[call_id] += 1
         elif event.type == "assistant/message":
-            payload = event.payload
-            for block in payload.message.tool_calls:
+            payload = event.payload_as(AssistantMessageEvent)
+            ids = [block.id for block in payload.message.tool_calls]
+            if ids:
                 assert not payload.interrupted
-                assert block.id not in call_ids  # announced before its tool/call
+                assert not call_ids, "calls announced before their message"
+                assert all(ids) and len(set(ids)) == len(ids), f"ids not unique: {ids}"
+                blocks = ids
     assert open_turn is None
-    assert call_ids == result_ids
-    assert all(n == 1 for n in call_ids.values())
+
+    # The next request pairs every call with its result, in model order.
+    history = list(session.derive_messages())
+    for index, message in enumerate(history):
+        ids = [block.id for block in message.tool_calls] if message.role == "assistant" else []
+        answers = [result_id(m) for m in history[index + 1 : index + 1 + len(ids)]]
+        assert answers == ids
 
     logged = [
-        e.payload.message.text
+        prompt.message.text
         for e in events
-        if e.type in ("user/message", "steering/message", "prompt/blocked")
-        and e.payload.message.text in sent_all
+        if isinstance(prompt := e.payload, UserMessageEvent | SteeringMessageEvent | PromptBlocked)
+        and prompt.message.text in sent_all
     ]
     assert len(logged) == len(set(logged)), f"a prompt was logged twice: {logged}"
     logged_sends = [p for p in logged if p in sends]
@@ -185,17 +225,6 @@ def check_statuses(statuses: list[str]) -> None:
         previous = status
 
 
-class _TaskCounter(trio.abc.Instrument):
-    def __init__(self) -> None:
-        self.live: set[trio.lowlevel.Task] = set()
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.live.add(task)
-
-    def task_exited(self, task: trio.lowlevel.Task) -> None:
-        self.live.discard(task)
-
-
 @settings(
     max_examples=200,
     deadline=None,
@@ -209,10 +238,12 @@ def test_random_operations_keep_the_log_balanced(
     sent_all: set[str] = set()
     statuses: list[str] = []
     sessions: list[Session] = []
-    counter = _TaskCounter()
 
     async def main() -> None:
-        trio.lowlevel.add_instrument(counter)
+        with assert_no_leaked_tasks():
+            await scenario()
+
+    async def scenario() -> None:
         policy = (
             RetryPolicy(max_attempts=2, initial_delay=1.0, max_delay=1.0, jitter=0.0)
             if retry
@@ -244,8 +275,6 @@ def test_random_operations_keep_the_log_balanced(
                 else:
                     await trio.sleep(op[1])
             await agent.aclose()
-        assert not (counter.live - {trio.lowlevel.current_task()})
-        trio.lowlevel.remove_instrument(counter)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     check_log(sessions[0], sends, sent_all)

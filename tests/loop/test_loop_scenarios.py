@@ -17,9 +17,15 @@ from trio_agent.agent import (
     PromptSubmit,
     TurnContinuation,
 )
-from trio_agent.llm import Message, RetryPolicy, TextBlock, ToolResult
+from trio_agent.llm import Message, RetryPolicy, TextBlock, ToolResult, ToolResultBlock
 from trio_agent.runtime import Next
-from trio_agent.session import AssistantMessageEvent, ToolResultEvent, TurnEnd
+from trio_agent.session import (
+    AssistantMessageEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    UserMessageEvent,
+)
 from trio_agent.testing import (
     error,
     event_types,
@@ -89,6 +95,7 @@ async def test_tool_round_trip() -> None:
         history = h.model.requests[1].messages
         assert [m.role for m in history] == ["user", "assistant", "user"]
         result_block = history[2].content[0]
+        assert isinstance(result_block, ToolResultBlock)
         assert result_block.tool_call_id == "c1"
         assert result_block.content == (TextBlock("3"),)
         assert turn_ends(agent) == ["completed"]
@@ -115,7 +122,11 @@ async def test_queued_prompts_are_batched_into_one_turn() -> None:
         agent.send("three")
         gate.set()
         await agent.wait_idle()
-        users = [e.payload.message.text for e in agent.session.events if e.type == "user/message"]
+        users = [
+            e.payload_as(UserMessageEvent).message.text
+            for e in agent.session.events
+            if e.type == "user/message"
+        ]
         assert users == ["one", "two", "three"]
         starts = [e for e in agent.session.events if e.type == "turn/start"]
         assert len(starts) == 2
@@ -397,7 +408,9 @@ async def test_authoritative_call_id_despite_a_lying_execute_listener() -> None:
         assert logged.payload_as(ToolResultEvent).call_id == "real-id"
         assert logged.payload_as(ToolResultEvent).result.call_id == "real-id"
         derived = agent.session.derive_messages()
-        assert derived[2].content[0].tool_call_id == "real-id"
+        result_block = derived[2].content[0]
+        assert isinstance(result_block, ToolResultBlock)
+        assert result_block.tool_call_id == "real-id"
 
 
 async def test_parallel_safe_tools_commit_in_model_order() -> None:
@@ -435,7 +448,11 @@ async def test_parallel_safe_tools_commit_in_model_order() -> None:
             if e.type == "tool/result"
         ]
         assert results == ["ca", "cb", "cc"]
-        calls = [e.payload.call_id for e in agent.session.events if e.type == "tool/call"]
+        calls = [
+            e.payload_as(ToolCallEvent).call_id
+            for e in agent.session.events
+            if e.type == "tool/call"
+        ]
         assert calls == ["ca", "cb", "cc"]
 
 

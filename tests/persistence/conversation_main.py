@@ -65,6 +65,7 @@ async def main(
 
 
 if __name__ == "__main__":
-    received = trio.run(main, *sys.argv[1:6])
+    directory, session_id, mode, prompt, responses = sys.argv[1:6]
+    received = trio.run(main, directory, session_id, mode, prompt, responses)
     with open(sys.argv[6], "w", encoding="utf-8") as file:
         json.dump(received, file)

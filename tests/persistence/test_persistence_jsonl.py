@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from persistence_helpers import BACKENDS, open_store, write_turn
+import trio
+import trio.testing
+from persistence_helpers import JSONL, open_store, plain
 
 from trio_agent.persistence import (
     FORMAT_TAG,
@@ -18,13 +23,9 @@ from trio_agent.persistence import (
     SessionCorruptError,
     SessionFormatError,
     SessionWriteError,
-    _jsonl,
 )
 from trio_agent.session import repair_events
-from trio_agent.testing import open_test_harness, text
-
-JSONL = BACKENDS[0]
-assert JSONL.name == "jsonl"
+from trio_agent.testing import append_tool_turn, open_test_harness, text
 
 
 def log_path(root: Path, session_id: str) -> Path:
@@ -35,13 +36,9 @@ async def make_log(root: Path, session_id: str = "s1", turns: int = 2) -> list[A
     async with open_store(JSONL, root) as ctx:
         session = ctx.sessions.create(session_id, meta={"who": "test"})
         for n in range(turns):
-            write_turn(session, prompt=f"prompt {n + 1}")
+            append_tool_turn(session, prompt=f"prompt {n + 1}")
         await ctx.sessions.flush(session)
         return [(e.seq, e.type, e.time, e.data) for e in session.events]
-
-
-def plain(events: Any) -> list[Any]:
-    return [(e.seq, e.type, e.time, e.data) for e in events]
 
 
 async def load(root: Path, session_id: str = "s1") -> Any:
@@ -127,7 +124,7 @@ async def test_a_torn_last_line_is_ignored_and_cut_off_before_the_next_append(
         stored = await ctx.session_persistence.load("s1")
         seed = [*stored.events, *repair_events(stored.events)]
         session = ctx.sessions.create("s1", seed=seed, header=stored.header)
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
         expected = plain(session.events)
     raw = path.read_bytes()
@@ -203,29 +200,48 @@ async def test_a_seq_gap_at_the_end_is_corrupt_not_torn(tmp_path: Path) -> None:
     assert info.value.line == count + 1
 
 
+def header_line(**changes: Any) -> bytes:
+    """A valid header line of session ``s1`` with ``changes`` (a ``...`` value drops the key)."""
+    header: dict[str, Any] = {
+        "format": "trio-agent-session",
+        "version": 1,
+        "session_id": "s1",
+        "created_at": 1,
+        "cwd": None,
+        "parent_session": None,
+        "seed_length": None,
+        "meta": {},
+    }
+    header.update(changes)
+    return json.dumps({k: v for k, v in header.items() if v is not ...}).encode()
+
+
 @pytest.mark.parametrize(
     ("header", "message"),
     [
         (b"{nope", "header does not parse"),
-        (b"[]", "expected a header object"),
+        (b"[]", "expected a header object, found list"),
         (
             b'{"format":"trio-agent-session","version":1,"session_id":"s1"}',
-            "header keys are wrong",
+            "header keys are wrong (missing: ['created_at', 'cwd', 'meta', 'parent_session', "
+            "'seed_length'], unexpected: [])",
         ),
         (
-            b'{"format":"trio-agent-session","version":1,"session_id":"other","created_at":1,'
-            b'"cwd":null,"parent_session":null,"seed_length":null,"meta":{}}',
-            "names session 'other'",
+            header_line(cwd=..., extra=1, more=2),
+            "header keys are wrong (missing: ['cwd'], unexpected: ['extra', 'more'])",
         ),
+        (header_line(session_id="other"), "header names session 'other'"),
+        (header_line(session_id=5), "session_id is 5, expected a string;"),
+        (header_line(created_at="x"), "created_at is 'x', expected epoch seconds;"),
+        (header_line(created_at=True), "created_at is True, expected epoch seconds;"),
+        (header_line(cwd=5), "cwd is 5, expected a string or null;"),
+        (header_line(parent_session="../x"), "parent_session is '../x', expected a session id"),
+        (header_line(seed_length=-1), "seed_length is -1, expected a count or null;"),
+        (header_line(seed_length=2.0), "seed_length is 2.0, expected a count or null;"),
+        (header_line(meta=[]), "meta is list, expected an object;"),
         (
-            b'{"format":"trio-agent-session","version":1,"session_id":"s1","created_at":"x",'
-            b'"cwd":null,"parent_session":null,"seed_length":null,"meta":{}}',
-            "created_at",
-        ),
-        (
-            b'{"format":"trio-agent-session","version":1,"session_id":"s1","created_at":1,'
-            b'"cwd":null,"parent_session":"../x","seed_length":null,"meta":{}}',
-            "parent_session",
+            header_line(created_at=None, meta="m"),
+            "created_at is None, expected epoch seconds; meta is str, expected an object;",
         ),
     ],
 )
@@ -237,7 +253,7 @@ async def test_a_damaged_header_is_corrupt_at_line_1(
     lines = lines_of(path)
     lines[0] = header
     path.write_bytes(b"\n".join(lines))
-    with pytest.raises(SessionCorruptError, match=message) as info:
+    with pytest.raises(SessionCorruptError, match=re.escape(message)) as info:
         await load(tmp_path)
     assert info.value.line == 1
 
@@ -339,30 +355,42 @@ async def test_list_skips_foreign_files_and_reads_titles(tmp_path: Path) -> None
 # --- failed appends ---------------------------------------------------------------------------
 
 
+def on_file(path: Path, fd: int) -> bool:
+    """Whether ``fd`` is open on the file (or directory) at ``path``."""
+    here, there = os.fstat(fd), path.stat()
+    return (here.st_ino, here.st_dev) == (there.st_ino, there.st_dev)
+
+
+def half_then_fail(path: Path, error: OSError, fail: list[bool]) -> Callable[[int, Any], int]:
+    """An ``os.write`` that, while ``fail`` holds a value, writes half of what is written to
+    ``path`` and then raises ``error`` (a full disk, a dying device)."""
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if fail and len(data) > 10 and on_file(path, fd):
+            real_write(fd, bytes(data[: len(data) // 2]))
+            raise error
+        return real_write(fd, data)
+
+    return write
+
+
 async def test_a_partial_append_is_rolled_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = log_path(tmp_path, "s1")
-    real_write_all = _jsonl._write_all
     fail = [True]
-
-    def half_then_fail(fd: int, data: bytes) -> None:
-        if fail and len(data) > 10:
-            fail.clear()
-            real_write_all(fd, data[: len(data) // 2])
-            raise OSError(28, "No space left on device")
-        real_write_all(fd, data)
-
     async with open_store(JSONL, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
         intact = path.read_bytes()
-        monkeypatch.setattr(_jsonl, "_write_all", half_then_fail)
-        write_turn(session)
-        with pytest.raises(SessionWriteError):
+        monkeypatch.setattr(os, "write", half_then_fail(path, OSError(28, "No space"), fail))
+        append_tool_turn(session)
+        with pytest.raises(SessionWriteError, match="No space"):
             await ctx.sessions.flush(session)
         assert path.read_bytes() == intact
+        fail.clear()
         await ctx.sessions.flush(session)
         expected = plain(session.events)
     assert plain((await load(tmp_path)).events) == expected
@@ -372,47 +400,40 @@ async def test_a_partial_append_left_behind_is_cut_off_by_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = log_path(tmp_path, "s1")
-    real_write_all = _jsonl._write_all
     real_ftruncate = os.ftruncate
     fail = [True]
 
-    def half_then_fail(fd: int, data: bytes) -> None:
-        if fail and len(data) > 10:
-            real_write_all(fd, data[: len(data) // 2])
-            raise OSError(5, "Input/output error")
-        real_write_all(fd, data)
-
     def failing_ftruncate(fd: int, length: int) -> None:
         if fail:
-            fail.clear()
             raise OSError(5, "Input/output error")
         real_ftruncate(fd, length)
 
     async with open_store(JSONL, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
         size = path.stat().st_size
-        monkeypatch.setattr(_jsonl, "_write_all", half_then_fail)
+        monkeypatch.setattr(os, "write", half_then_fail(path, OSError(5, "I/O error"), fail))
         monkeypatch.setattr(os, "ftruncate", failing_ftruncate)
-        write_turn(session)
+        append_tool_turn(session)
         with pytest.raises(SessionWriteError):
             await ctx.sessions.flush(session)
         assert path.stat().st_size > size  # the rollback failed: half a batch is on disk
-        monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+        fail.clear()
         await ctx.sessions.flush(session)
         expected = plain(session.events)
     assert plain((await load(tmp_path)).events) == expected
+    assert path.read_bytes().count(b"\n") == len(expected) + 1  # no line twice, none torn
 
 
 async def test_a_log_that_shrank_under_the_writer_is_refused(tmp_path: Path) -> None:
     path = log_path(tmp_path, "s1")
     async with open_store(JSONL, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
         path.write_bytes(lines_of(path)[0] + b"\n")
-        write_turn(session)
+        append_tool_turn(session)
         with pytest.raises(Exception, match="another program changed it"):
             await ctx.sessions.flush(session)
         ctx.sessions.detach(session)
@@ -421,25 +442,74 @@ async def test_a_log_that_shrank_under_the_writer_is_refused(tmp_path: Path) -> 
 async def test_a_create_whose_directory_sync_fails_is_undone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fsync_dir = _jsonl.fsync_dir
+    directory = tmp_path / "sessions"
+    directory.mkdir(mode=0o700)
+    real_fsync = os.fsync
     fail = [True]
 
-    def failing_fsync_dir(directory: str) -> None:
-        if fail:
+    def fsync(fd: int) -> None:
+        if fail and on_file(directory, fd):  # the sync that makes the new log's name durable
             fail.clear()
             raise OSError(5, "Input/output error")
-        real_fsync_dir(directory)
+        real_fsync(fd)
 
     async with open_store(JSONL, tmp_path) as ctx:
-        monkeypatch.setattr(_jsonl, "fsync_dir", failing_fsync_dir)
+        monkeypatch.setattr(os, "fsync", fsync)
         session = ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         with pytest.raises(SessionWriteError):
             await ctx.sessions.flush(session)
-        assert os.listdir(tmp_path / "sessions") == []  # not durable, so not there
+        assert not fail  # the directory sync was the one that failed
+        assert os.listdir(directory) == []  # not durable, so not there
         await ctx.sessions.flush(session)
         expected = plain(session.events)
     assert plain((await load(tmp_path)).events) == expected
+
+
+async def test_a_cancel_while_the_worker_thread_syncs_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = log_path(tmp_path, "s1")
+    entered = trio.Event()
+    release = threading.Event()
+    syncs: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if on_file(path, fd):  # the append's sync, in the backend's worker thread
+            syncs.append(fd)
+            trio.from_thread.run_sync(entered.set)
+            assert release.wait(timeout=30)
+        real_fsync(fd)
+
+    async with open_store(JSONL, tmp_path) as ctx:
+        session = ctx.sessions.create("s1")
+        append_tool_turn(session)
+        await ctx.sessions.flush(session)  # the log exists: the next write is an append
+        append_tool_turn(session)
+        monkeypatch.setattr(os, "fsync", fsync)
+        finished = trio.Event()
+        scope = trio.CancelScope()
+
+        async def flush() -> None:
+            with scope:
+                await ctx.sessions.flush(session)
+            finished.set()
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(flush)
+                await entered.wait()
+                scope.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                assert not finished.is_set()  # the flush waits for its thread despite the cancel
+                release.set()
+        assert scope.cancel_called
+        # The write happened and was booked: the next flush has nothing to write or sync.
+        assert plain((await load(tmp_path)).events) == plain(session.events)
+        count = len(syncs)
+        await ctx.sessions.flush(session)
+        assert len(syncs) == count == 1
 
 
 async def test_nested_directories_are_created_private(tmp_path: Path) -> None:
@@ -448,7 +518,7 @@ async def test_nested_directories_are_created_private(tmp_path: Path) -> None:
         persistence_config=JsonlPersistence.Config(path=str(tmp_path / "a" / "b")),
     ) as h:
         session = h.ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         await h.ctx.sessions.flush(session)
     for directory in (tmp_path / "a", tmp_path / "a" / "b"):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from persistence_helpers import BACKENDS, open_store
+from persistence_helpers import JSONL, open_store
 
 from trio_agent import _serde
-from trio_agent.llm import Message
+from trio_agent.llm import Message, TextBlock, ToolResultBlock
 from trio_agent.session import TurnStart, project_messages
 
 SCRIPT = Path(__file__).with_name("conversation_main.py")
@@ -55,7 +55,7 @@ async def test_a_second_process_resumes_the_conversation(tmp_path: Path) -> None
         tmp_path / "first.json",
     )
     assert len(first) == 2
-    async with open_store(BACKENDS[0], tmp_path) as ctx:
+    async with open_store(JSONL, tmp_path) as ctx:
         after_first = (await ctx.session_persistence.load("conv")).events
     history = project_messages(after_first)
     assert [(m.role, m.text) for m in history] == [
@@ -64,7 +64,9 @@ async def test_a_second_process_resumes_the_conversation(tmp_path: Path) -> None
         ("user", ""),
         ("assistant", "It is 5."),
     ]
-    assert history[2].content[0].content[0].text == "5"  # the tool result
+    result = history[2].content[0]  # the tool result
+    assert isinstance(result, ToolResultBlock) and isinstance(result.content[0], TextBlock)
+    assert result.content[0].text == "5"
 
     second = await run_conversation(
         directory, "resume", "Double it.", [{"text": "10."}], tmp_path / "second.json"
@@ -79,7 +81,7 @@ async def test_a_second_process_resumes_the_conversation(tmp_path: Path) -> None
     ]
     assert calls == ["c1"]
 
-    async with open_store(BACKENDS[0], tmp_path) as ctx:
+    async with open_store(JSONL, tmp_path) as ctx:
         events = (await ctx.session_persistence.load("conv")).events
         infos = await ctx.session_persistence.list()
     assert [(e.seq, e.type, e.time, e.data) for e in events[: len(after_first)]] == [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from persistence_helpers import BACKENDS
+from persistence_helpers import JSONL
 
 from trio_agent.loop import AgentConfig
 from trio_agent.persistence import MemoryPersistence, MemoryStorage
@@ -116,7 +116,7 @@ async def test_a_missing_or_invalid_id_warns_once_and_starts_no_agent(
 async def test_an_unreadable_log_warns_once_and_starts_no_agent(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    jsonl = BACKENDS[0]
+    jsonl = JSONL
     directory = tmp_path / "sessions"
     directory.mkdir()
     (directory / "broken.jsonl").write_bytes(b'{"format":"trio-agent-session","version":9}\n')

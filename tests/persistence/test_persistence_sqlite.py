@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from persistence_helpers import BACKENDS, open_store, write_turn
+import trio
+import trio.testing
+from persistence_helpers import SQLITE, open_store, plain
 
 from trio_agent.persistence import (
     PersistenceError,
@@ -18,25 +20,19 @@ from trio_agent.persistence import (
     SessionWriteError,
     SqlitePersistence,
 )
-
-SQLITE = BACKENDS[1]
-assert SQLITE.name == "sqlite"
+from trio_agent.testing import append_tool_turn
 
 
 def db_path(root: Path) -> Path:
     return root / "db" / "sessions.sqlite3"
 
 
-def plain(events: Any) -> list[Any]:
-    return [(e.seq, e.type, e.time, e.data) for e in events]
-
-
 async def make_db(root: Path) -> list[Any]:
     async with open_store(SQLITE, root) as ctx:
         session = ctx.sessions.create("s1", meta={"k": "v"})
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
-        write_turn(session)
+        append_tool_turn(session)
         await ctx.sessions.flush(session)
         return plain(session.events)
 
@@ -72,28 +68,70 @@ async def test_reads_never_create_the_database(tmp_path: Path) -> None:
     assert not db_path(tmp_path).parent.exists()
 
 
-async def test_a_failed_transaction_stores_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_failed_transaction_stores_nothing(tmp_path: Path) -> None:
     async with open_store(SQLITE, tmp_path) as ctx:
         p = ctx.session_persistence
+        other = ctx.sessions.create("other")  # creates the database
+        append_tool_turn(other)
+        await ctx.sessions.flush(other)
         session = ctx.sessions.create("s1")
-        write_turn(session)
+        append_tool_turn(session)
         session.append("plugin/x", {"n": 1})
-        real = p._backend._write
-
-        def write_with_a_duplicate(
-            db: Any, header: Any, head: Any, position: Any, rows: Any
-        ) -> Any:
-            return real(db, header, head, position, [*rows, rows[-1]])  # violates the key
-
-        monkeypatch.setattr(p._backend, "_write", write_with_a_duplicate)
-        with pytest.raises(SessionWriteError, match="UNIQUE constraint"):
+        # The last event row of the transaction is refused, after the session row and the
+        # other events went in.
+        with sqlite3.connect(db_path(tmp_path)) as db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.type = 'plugin/x' "
+                "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+            )
+        db.close()
+        with pytest.raises(SessionWriteError, match="refused by a trigger"):
             await ctx.sessions.flush(session)
         assert not await p.exists("s1")  # the session row was rolled back with the events
-        monkeypatch.undo()
+        with sqlite3.connect(db_path(tmp_path)) as db:
+            db.execute("DROP TRIGGER refuse")
+        db.close()
         await ctx.sessions.flush(session)
         assert plain((await p.load("s1")).events) == plain(session.events)
+
+
+async def test_a_cancel_while_the_worker_thread_waits_for_the_database_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    async with open_store(SQLITE, tmp_path) as ctx:
+        session = ctx.sessions.create("s1")
+        append_tool_turn(session)
+        await ctx.sessions.flush(session)
+        append_tool_turn(session)
+        # Another connection holds the write lock: the backend's thread waits for it.
+        other = sqlite3.connect(db_path(tmp_path), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        finished = trio.Event()
+        scope = trio.CancelScope()
+
+        async def flush() -> None:
+            with scope:
+                await ctx.sessions.flush(session)
+            finished.set()
+
+        try:
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(flush)
+                    await trio.testing.wait_all_tasks_blocked()
+                    scope.cancel()
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert not finished.is_set()  # it waits for its thread despite the cancel
+                    other.execute("COMMIT")
+        finally:
+            other.close()
+        assert scope.cancel_called
+        stored = (await ctx.session_persistence.load("s1")).events
+        assert plain(stored) == plain(session.events)
+    db = sqlite3.connect(db_path(tmp_path))
+    rows = db.execute("SELECT COUNT(*) FROM events").fetchone()
+    db.close()
+    assert rows == (len(session.events),)  # written once
 
 
 async def test_another_schema_version_is_refused(tmp_path: Path) -> None:

@@ -10,17 +10,13 @@ import pytest
 import trio
 import trio.testing
 
-import trio_agent.prompt
-from trio_agent.errors import TrioAgentError
 from trio_agent.llm import ToolSchema
 from trio_agent.prompt import (
     PromptAssembleRequest,
     PromptAssembly,
     PromptConflictError,
     PromptDefinitionError,
-    PromptError,
     PromptSection,
-    PromptVariableError,
     SystemPrompt,
 )
 from trio_agent.runtime import Context, InactiveContextError, PluginConfigError
@@ -315,25 +311,3 @@ async def test_assemble_waterfall_must_return_an_assembly(
 async def test_assemble_is_a_checkpoint(prompt: SystemPrompt) -> None:
     with trio.testing.assert_checkpoints():
         await prompt.assemble()
-
-
-def test_exports_and_errors() -> None:
-    assert set(trio_agent.prompt.__all__) == {
-        "AgentLike",
-        "PromptAssembleRequest",
-        "PromptAssembly",
-        "PromptConflictError",
-        "PromptDefinitionError",
-        "PromptError",
-        "PromptSection",
-        "PromptVariableError",
-        "SectionText",
-        "SystemPrompt",
-        "VariableProvider",
-        "render_prompt",
-    }
-    assert issubclass(PromptError, TrioAgentError)
-    for cls in (PromptConflictError, PromptDefinitionError, PromptVariableError):
-        assert issubclass(cls, PromptError) and issubclass(cls, ValueError)
-    assert SystemPrompt.service_name == "system_prompt"
-    assert getattr(SystemPrompt, "__final__", False) is True

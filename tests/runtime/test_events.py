@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from trio_agent.runtime import Context, Next
+from trio_agent.runtime import Context, Disposer, Next
 
 
 async def test_emit_runs_in_order_with_prepends_first(ctx: Context) -> None:
@@ -56,7 +56,7 @@ async def test_emit_rejects_async_listeners_without_leaking_a_coroutine(
 
 async def test_emit_iterates_a_snapshot(ctx: Context) -> None:
     seen: list[str] = []
-    late = []
+    late: list[Disposer] = []
 
     def first(_: object) -> None:
         seen.append("first")

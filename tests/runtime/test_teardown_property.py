@@ -76,7 +76,11 @@ def test_random_trees_unwind_in_reverse_and_once(tree: Node, data: st.DataObject
                 if isinstance(item, Node):
                     await ctx.plugin(make_plugin(item), name=f"n{item.id}")
                 elif item == "sync":
-                    ctx.defer(lambda i=index: log.append((node.id, i)))
+
+                    def sync_teardown(i: int = index) -> None:
+                        log.append((node.id, i))
+
+                    ctx.defer(sync_teardown)
                 else:
 
                     async def teardown(i: int = index) -> None:

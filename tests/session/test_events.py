@@ -22,8 +22,12 @@ from trio_agent.llm import (
 from trio_agent.runtime import Context
 from trio_agent.session import (
     EVENT_PAYLOADS,
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
     AssistantChunk,
     AssistantMessageEvent,
+    CompactionPrune,
+    CompactionSummary,
     ContextMessageEvent,
     EventPayloadError,
     LlmRetry,
@@ -79,6 +83,14 @@ SAMPLES: list[Any] = [
     TurnEnd(turn=1, reason="error", error=FAILURE),
     LlmRetry(turn=1, step=1, attempt=2, delay=0.25, failure=FAILURE),
     SessionEndSeed(),
+    CompactionSummary(turn=1, first_seq=0, last_seq=0, summary="earlier"),
+    CompactionPrune(turn=1, first_seq=0, last_seq=0, stub="[pruned]", step=1),
+    ApprovalRequestEvent(
+        turn=1, step=1, call_id=CallId("c1"), tool="shell", arguments="{}", reason="effects"
+    ),
+    ApprovalDecisionEvent(
+        turn=1, step=1, call_id=CallId("c1"), decision="approved", by="Svc", remember="session"
+    ),
 ]
 
 
@@ -99,6 +111,10 @@ def test_every_core_type_has_a_payload_class() -> None:
         "turn/end",
         "llm/retry",
         "session/end-seed",
+        "compaction/summary",
+        "compaction/prune",
+        "approval/request",
+        "approval/decision",
     }
     assert {type(p) for p in SAMPLES} == set(EVENT_PAYLOADS.values())
     for event_type, cls in EVENT_PAYLOADS.items():
@@ -112,7 +128,9 @@ def test_every_core_type_has_a_payload_class() -> None:
 @pytest.mark.parametrize("payload", SAMPLES, ids=lambda p: type(p).__name__)
 async def test_payload_round_trips_through_the_log(sctx: Context, payload: Any) -> None:
     session = sctx.sessions.create("s")
-    event = session.append(payload.event_type, payload)
+    if isinstance(payload, CompactionSummary | CompactionPrune):
+        session.append(UserMessageEvent(turn=1, message=MSG))  # the range: seq 0
+    event = session.append(payload)
     assert event.payload == payload
     # A log loaded from JSON (plain dicts) structures to the same payload.
     loaded = SessionEvent(event.seq, event.type, event.time, _serde.unstructure(payload))
@@ -214,12 +232,12 @@ def test_envelope_and_header_round_trip_through_json() -> None:
 async def test_appended_payload_values_are_kept_unless_caller_owned(sctx: Context) -> None:
     session = sctx.sessions.create("s")
     start = TurnStart(turn=1)
-    assert session.append("turn/start", start).payload is start  # immutable: shared
+    assert session.append(start).payload is start  # immutable: shared
     parameters: dict[str, Any] = {"type": "object"}
     header = RequestHeader(
         turn=1, step=1, config=LlmCallConfig("p", "m"), tools=(ToolSchema("t", "d", parameters),)
     )
-    event = session.append("request/header", header)
+    event = session.append(header)
     parameters["type"] = "changed"  # the caller's mapping: neither data nor payload follow it
     assert event.data["tools"][0]["parameters"] == {"type": "object"}
     assert event.payload_as(RequestHeader).tools[0].parameters == {"type": "object"}

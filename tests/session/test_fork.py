@@ -30,27 +30,23 @@ from trio_agent.session import (
 def run_turn(session: Session, turn: int, *, close: bool = True) -> dict[str, int]:
     """Append one tool-using turn; return the seq of its landmarks."""
     marks: dict[str, int] = {}
-    marks["start"] = session.append("turn/start", TurnStart(turn=turn)).seq
+    marks["start"] = session.append(TurnStart(turn=turn)).seq
     prompt = Message(MessageId(f"u{turn}"), "user", (TextBlock(f"prompt {turn}"),), "user")
-    session.append("user/message", UserMessageEvent(turn=turn, message=prompt))
-    session.append("step/start", StepStart(turn=turn, step=1))
+    session.append(UserMessageEvent(turn=turn, message=prompt))
+    session.append(StepStart(turn=turn, step=1))
     call = ToolCallBlock(CallId(f"c{turn}"), "ls", "{}")
     answer = Message(MessageId(f"a{turn}"), "assistant", (call,), "model")
     session.append(
-        "assistant/message",
         AssistantMessageEvent(turn=turn, step=1, message=answer, finish="tool-calls"),
     )
     marks["mid"] = session.append(
-        "tool/call",
         ToolCallEvent(turn=turn, step=1, call_id=call.id, name="ls", arguments="{}"),
     ).seq
     result = ToolResult(call.id, (TextBlock("files"),))
-    session.append(
-        "tool/result", ToolResultEvent(turn=turn, step=1, call_id=call.id, result=result)
-    )
-    session.append("step/end", StepEnd(turn=turn, step=1))
+    session.append(ToolResultEvent(turn=turn, step=1, call_id=call.id, result=result))
+    session.append(StepEnd(turn=turn, step=1))
     if close:
-        marks["end"] = session.append("turn/end", TurnEnd(turn=turn, reason="completed")).seq
+        marks["end"] = session.append(TurnEnd(turn=turn, reason="completed")).seq
     return marks
 
 

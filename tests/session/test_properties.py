@@ -30,7 +30,7 @@ def standalone(seed: list[SessionEvent] | None = None) -> Session:
     """A session outside any store (the projection does not need one)."""
     session = Session(SessionHeader(session_id=SessionId("prop"), created_at=time.time()))
     if seed is not None:
-        session._load_seed(seed, copy=True)
+        session.load_seed(seed)
     return session
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import ClassVar
 
+import attrs
 import pytest
 
-from trio_agent.ids import CallId, MessageId
+from trio_agent.ids import CallId, MessageId, SessionId
 from trio_agent.llm import (
     LlmCallConfig,
     Message,
@@ -27,6 +29,8 @@ from trio_agent.session import (
     Session,
     SessionAppended,
     SessionDetachedError,
+    SessionEvent,
+    SessionHeader,
     SessionReentrancyError,
     SteeringMessageEvent,
     StepEnd,
@@ -81,30 +85,31 @@ def state(session: Session) -> tuple[int, int | None, int | None]:
 async def test_bookkeeping(sctx: Context) -> None:
     session = sctx.sessions.create("s")
     assert state(session) == (0, None, None)
-    session.append("turn/start", TurnStart(turn=1))
+    session.append(TurnStart(turn=1))
     assert state(session) == (1, 1, None)
-    session.append("step/start", StepStart(turn=1, step=1))
+    session.append(StepStart(turn=1, step=1))
     assert state(session) == (1, 1, 1)
-    session.append("step/end", StepEnd(turn=1, step=1))
+    session.append(StepEnd(turn=1, step=1))
     assert state(session) == (1, 1, None)
     session.append("step/start", {"turn": 1, "step": 2})
     assert state(session) == (1, 1, 2)
-    session.append("turn/end", TurnEnd(turn=1, reason="aborted"))
+    session.append(TurnEnd(turn=1, reason="aborted"))
     assert state(session) == (1, None, None)
-    session.append("turn/start", TurnStart(turn=2))
+    session.append(TurnStart(turn=2))
     assert state(session) == (2, 2, None)
 
 
 async def test_request_header_is_tracked(sctx: Context) -> None:
     session = sctx.sessions.create("s")
-    assert session.request_header is None
+    before = session.request_header  # a local: mypy would keep the property narrowed
+    assert before is None
     first = RequestHeader(turn=1, step=1, config=LlmCallConfig("p", "a"), system="s")
-    session.append("request/header", first)
+    session.append(first)
     session.append("plugin/x", {})
     assert session.request_header == first
     prefix = (user("runtime context", "pre"),)
     second = RequestHeader(turn=1, step=2, config=LlmCallConfig("p", "b"), prefix=prefix)
-    session.append("request/header", second)
+    session.append(second)
     assert session.request_header == second
     assert session.derive_messages() == ()  # the prefix lives on the header, not in history
     seeded = sctx.sessions.create("seeded", seed=list(session.events))
@@ -189,6 +194,49 @@ async def test_event_type_must_be_a_string(sctx: Context) -> None:
         session.append(3, {})
 
 
+@attrs.frozen(kw_only=True)
+class PluginNote:
+    """A plugin's own payload class naming its event type."""
+
+    event_type: ClassVar[str] = "plugin/note"
+    text: str
+
+
+async def test_append_infers_the_event_type_from_the_payload_class(sctx: Context) -> None:
+    session = sctx.sessions.create("s")
+    start = session.append(TurnStart(turn=1))
+    assert (start.type, start.data) == ("turn/start", {"turn": 1})
+    assert start.payload == TurnStart(turn=1)
+    note = session.append(PluginNote(text="hi"))
+    assert (note.type, note.data) == ("plugin/note", {"text": "hi"})
+    # The (type, data) form stays: a plugin's dict, or a core payload spelled out.
+    assert session.append("plugin/x", {"k": 1}).type == "plugin/x"
+    assert session.append("step/start", StepStart(turn=1, step=1)).type == "step/start"
+    assert state(session) == (1, 1, 1)
+
+
+async def test_a_lone_argument_must_name_its_event_type(sctx: Context) -> None:
+    session = sctx.sessions.create("s")
+    for lone in ({"turn": 1}, "turn/start", user("no type"), 3):
+        with pytest.raises(TypeError, match=r"append\(type, data\)"):
+            session.append(lone)
+    assert len(session.events) == 0
+
+
+async def test_a_standalone_session_needs_no_store() -> None:
+    session = Session(SessionHeader(session_id=SessionId("alone"), created_at=time.time()))
+    session.load_seed([SessionEvent(0, "turn/start", 1.0, {"turn": 1})])
+    assert [e.type for e in session.events] == ["turn/start", "session/end-seed"]
+    session.append(TurnEnd(turn=1, reason="completed"))
+    assert not session.live and session.open_turn is None
+    with pytest.raises(RuntimeError, match="fresh session"):
+        session.load_seed([])
+    session.detach()
+    assert session.detached
+    with pytest.raises(SessionDetachedError):
+        session.append(TurnStart(turn=2))
+
+
 # --- derive_messages --------------------------------------------------------------------------
 
 
@@ -197,32 +245,30 @@ async def test_derive_messages_projects_the_model_history(sctx: Context) -> None
     prompt, ctx_msg, steer = user("do it"), user("fyi", "ctx"), user("also", "steer")
     call = ToolCallBlock(CallId("c1"), "ls", "{}")
     answer = assistant(TextBlock("on it"), call, mid="a1")
-    session.append("turn/start", TurnStart(turn=1))
-    session.append("prompt/blocked", PromptBlocked(turn=1, message=user("no"), reason="x"))
-    session.append("user/message", UserMessageEvent(turn=1, message=prompt))
-    session.append("step/start", StepStart(turn=1, step=1))
+    session.append(TurnStart(turn=1))
+    session.append(PromptBlocked(turn=1, message=user("no"), reason="x"))
+    session.append(UserMessageEvent(turn=1, message=prompt))
+    session.append(StepStart(turn=1, step=1))
     session.append(
         "assistant/chunk",
         {"turn": 1, "step": 1, "chunk": {"type": "finish", "reason": "stop", "failure": None}},
     )
     session.append(
-        "assistant/message",
         AssistantMessageEvent(turn=1, step=1, message=answer, finish="tool-calls"),
     )
     session.append(
-        "tool/call",
         ToolCallEvent(turn=1, step=1, call_id=CallId("c1"), name="ls", arguments="{}"),
     )
     # Seed 002: a listener returned a wrong id in the result; the logged call_id wins.
     wrong = ToolResult(CallId("bogus"), (TextBlock("a.txt"),), is_error=True)
     result_event = session.append(
-        "tool/result", ToolResultEvent(turn=1, step=1, call_id=CallId("c1"), result=wrong)
+        ToolResultEvent(turn=1, step=1, call_id=CallId("c1"), result=wrong)
     )
-    session.append("context/message", ContextMessageEvent(turn=1, step=1, message=ctx_msg))
-    session.append("steering/message", SteeringMessageEvent(turn=1, step=1, message=steer))
+    session.append(ContextMessageEvent(turn=1, step=1, message=ctx_msg))
+    session.append(SteeringMessageEvent(turn=1, step=1, message=steer))
     session.append("plugin/note", {"text": "not model-visible"})
-    session.append("step/end", StepEnd(turn=1, step=1))
-    session.append("turn/end", TurnEnd(turn=1, reason="completed"))
+    session.append(StepEnd(turn=1, step=1))
+    session.append(TurnEnd(turn=1, reason="completed"))
 
     history = session.derive_messages()
     assert len(history) == 5
@@ -246,17 +292,14 @@ async def test_empty_assistant_messages_are_skipped_but_interrupted_text_is_kept
     empties = [assistant(mid="e1"), assistant(TextBlock(""), ReasoningBlock(""), mid="e2")]
     for message in empties:
         session.append(
-            "assistant/message",
             AssistantMessageEvent(turn=1, step=1, message=message, finish="stop"),
         )
     partial = assistant(TextBlock("I was say"), mid="p")
     session.append(
-        "assistant/message",
         AssistantMessageEvent(turn=1, step=1, message=partial, finish="aborted", interrupted=True),
     )
     thinking = assistant(ReasoningBlock("hmm"), mid="r")
     session.append(
-        "assistant/message",
         AssistantMessageEvent(turn=1, step=1, message=thinking, finish="stop"),
     )
     assert session.derive_messages() == (partial, thinking)
@@ -267,13 +310,13 @@ async def test_history_snapshots_are_immutable_and_cheap(sctx: Context) -> None:
     empty = session.derive_messages()
     assert empty == () and len(empty) == 0
     first = user("1")
-    session.append("user/message", UserMessageEvent(turn=1, message=first))
+    session.append(UserMessageEvent(turn=1, message=first))
     h1 = session.derive_messages()
     assert session.derive_messages() is h1  # cached until the history changes
     session.append("plugin/x", {})
     assert session.derive_messages() is h1  # non-surface events change nothing
     second = user("2")
-    session.append("user/message", UserMessageEvent(turn=1, message=second))
+    session.append(UserMessageEvent(turn=1, message=second))
     h2 = session.derive_messages()
     assert h1 == (first,) and list(h1) == [first]  # the earlier snapshot never grows
     assert h2 == (first, second)

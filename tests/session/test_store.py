@@ -169,7 +169,7 @@ async def test_seed_is_copied_and_ended(sctx: Context) -> None:
     # Seeded messages were structured once, when the seed was loaded.
     assert session.derive_messages()[0] is session.events[1].payload.message
     # Live appends continue the seq and the turn numbering.
-    assert session.append("turn/start", TurnStart(turn=session.last_turn + 1)).seq == 5
+    assert session.append(TurnStart(turn=session.last_turn + 1)).seq == 5
 
 
 async def test_seed_ending_with_end_seed_is_not_extended(sctx: Context) -> None:
@@ -273,6 +273,38 @@ async def test_explicit_detach_releases_the_ownership_effect(sctx: Context) -> N
     assert len(scoped.fiber._effects) == effects_before - 1
     await scoped.fiber.dispose()
     assert log == [("session/disposed", "s")]  # once
+
+
+async def test_the_session_detaches_itself_and_the_store_only_forgets_it(sctx: Context) -> None:
+    scoped = sctx.scope_context("agent")
+    log = record(sctx, "session/disposed")
+    session = scoped.sessions.create("s")
+    effects_before = len(scoped.fiber._effects)
+    session.detach()  # the session's own lifecycle method; the store is told
+    assert session.detached and not session.live
+    assert sctx.sessions.get("s") is None
+    assert len(scoped.fiber._effects) == effects_before - 1
+    sctx.sessions.detach(session)  # idempotent through the store too
+    await scoped.fiber.dispose()
+    assert log == [("session/disposed", "s")]
+    assert sctx.sessions.create("s").live  # the id is free again
+
+
+async def test_a_session_is_published_once(sctx: Context) -> None:
+    prepared = sctx.sessions.prepare("p")
+    assert not prepared.live
+    sctx.sessions.publish(prepared)
+    assert prepared.live
+    with pytest.raises(SessionExistsError, match="already published"):
+        sctx.sessions.publish(prepared)
+    sctx.sessions.detach(prepared)
+    with pytest.raises(SessionExistsError, match="already published"):
+        sctx.sessions.publish(prepared)
+    assert sctx.sessions.get("p") is None
+    other = sctx.sessions.prepare("q")
+    sctx.sessions.create("q")
+    with pytest.raises(SessionExistsError, match="already exists"):
+        sctx.sessions.publish(other)
 
 
 async def test_create_on_an_unloading_context_fails_cleanly(sctx: Context) -> None:
@@ -405,11 +437,11 @@ async def test_flush_cancelled_before_it_starts_runs_nothing(sctx: Context) -> N
 
 async def test_typical_turn_round_trip(sctx: Context) -> None:
     session = sctx.sessions.create("s")
-    session.append("turn/start", TurnStart(turn=1))
-    session.append("user/message", UserMessageEvent(turn=1, message=msg("hi")))
-    session.append("step/start", StepStart(turn=1, step=1))
+    session.append(TurnStart(turn=1))
+    session.append(UserMessageEvent(turn=1, message=msg("hi")))
+    session.append(StepStart(turn=1, step=1))
     session.append("step/end", {"turn": 1, "step": 1})
-    session.append("turn/end", TurnEnd(turn=1, reason="completed"))
+    session.append(TurnEnd(turn=1, reason="completed"))
     copy = sctx.sessions.create("copy", seed=list(session.events))
     assert copy.derive_messages() == session.derive_messages()
     assert [e.data for e in copy.events[:5]] == [e.data for e in session.events]

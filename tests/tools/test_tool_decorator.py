@@ -259,7 +259,7 @@ def test_definition_errors() -> None:
     with pytest.raises(ToolDefinitionError, match="needs an 'async def' function"):
         tool(sync)  # type: ignore[arg-type]
 
-    async def untyped(x) -> str:  # type: ignore[no-untyped-def]
+    async def untyped(x) -> str:
         return ""
 
     with pytest.raises(ToolDefinitionError, match="'x' of tool 'untyped' has no annotation"):

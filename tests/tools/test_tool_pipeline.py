@@ -24,8 +24,11 @@ from trio_agent.tools import (
     UNKNOWN_TOOL,
     Accept,
     Allow,
+    ApprovalRequest,
+    Approved,
     Ask,
     Block,
+    Denied,
     Deny,
     PostExecute,
     ToolCallContext,
@@ -166,8 +169,8 @@ async def test_ask_without_approval_service_denies(ctx: Context, tools: ToolRegi
     assert result.code == DENIED
     assert result.text == (
         'Error: tool "echo" requires approval (writes files), but no approval service is '
-        "mounted; mount one (ctx.approval) or have the tools/pre-execute policy answer Allow() "
-        "or Deny()"
+        "mounted; allow it with --yes or --allow TOOL (CLI), a tools.approval allow entry "
+        "(config), or mount an approval service (key APPROVAL)"
     )
 
 
@@ -176,8 +179,8 @@ class FakeApproval:
     answer: object = True
     asked: list[tuple[str, str | None]] = attrs.Factory(list)
 
-    async def request(self, execution: ToolExecution, reason: str | None) -> bool:
-        self.asked.append((execution.name, reason))
+    async def request(self, request: ApprovalRequest) -> Approved | Denied:
+        self.asked.append((request.tool, request.reason))
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer  # type: ignore[return-value]
@@ -186,12 +189,14 @@ class FakeApproval:
 @pytest.mark.parametrize(
     ("answer", "code", "text"),
     [
-        (True, None, "x"),
-        (False, DENIED, 'Error: tool "echo" requires approval and was not approved'),
+        (Approved(), None, "x"),
+        (Denied(), DENIED, 'Error: tool "echo" requires approval and was not approved'),
+        (Denied("not today"), DENIED, "Error: not today"),
         (
             "yes",
             TOOL_ERROR,
-            "Error: approval service failed: request() returned 'yes'; expected True or False",
+            "Error: approval service failed: TypeError: request() returned 'yes'; "
+            "expected Approved() or Denied(reason)",
         ),
         (OSError("ui gone"), TOOL_ERROR, "Error: approval service failed: OSError: ui gone"),
     ],

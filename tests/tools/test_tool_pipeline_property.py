@@ -11,7 +11,18 @@ from hypothesis import strategies as st
 from tools_helpers import invocation, make_agent
 
 from trio_agent.runtime import Context, open_runtime
-from trio_agent.tools import DENIED, Allow, Ask, Deny, ToolExecution, ToolRegistry, tool
+from trio_agent.tools import (
+    DENIED,
+    Allow,
+    ApprovalRequest,
+    Approved,
+    Ask,
+    Denied,
+    Deny,
+    ToolExecution,
+    ToolRegistry,
+    tool,
+)
 
 Next = Callable[[], Awaitable[Any]]
 
@@ -32,8 +43,8 @@ approvals = st.none() | st.booleans()
 class Approval:
     answer: bool
 
-    async def request(self, execution: ToolExecution, reason: str | None) -> bool:
-        return self.answer
+    async def request(self, request: ApprovalRequest) -> Approved | Denied:
+        return Approved() if self.answer else Denied()
 
 
 def expected_outcome(

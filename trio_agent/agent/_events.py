@@ -37,7 +37,7 @@ import attrs
 
 from ..llm import LlmCallConfig, LlmFailure, Message, StreamChunk, ToolResult
 from ..session import TurnEndReason
-from ._types import Agent, AgentStatus
+from ._types import Agent, AgentStatus, to_user_message
 
 __all__ = [
     "AgentCreated",
@@ -72,11 +72,38 @@ __all__ = [
 # --- decisions --------------------------------------------------------------------------------
 
 
+def _context_messages(value: object) -> tuple[Message, ...]:
+    """``Allow.additional_context``: a string, a :class:`Message`, or a sequence of them (strings
+    become user messages, as ``send`` does); anything else is a ``TypeError`` here."""
+    items: tuple[object, ...]
+    if isinstance(value, (str, Message)):
+        items = (value,)
+    elif isinstance(value, (tuple, list)):
+        items = tuple(value)
+    else:
+        raise TypeError(
+            "Allow(additional_context=...) takes a string, a Message, or a sequence of them; "
+            f"got {type(value).__name__}"
+        )
+    out: list[Message] = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(to_user_message(item, "user"))
+        elif isinstance(item, Message):
+            out.append(item)
+        else:
+            raise TypeError(
+                "Allow(additional_context=...) items must be strings or Messages; "
+                f"got {type(item).__name__}"
+            )
+    return tuple(out)
+
+
 @attrs.frozen
 class Allow:
     """``agent/prompt-submit``: accept the prompt, adding ``additional_context`` after it."""
 
-    additional_context: tuple[Message, ...] = ()
+    additional_context: tuple[Message, ...] = attrs.field(default=(), converter=_context_messages)
 
 
 @attrs.frozen

@@ -94,13 +94,16 @@ class AgentRegistry(Service, name="agents"):
     """Tracks live agents so UIs, hooks and orchestrators find them without importing a loop.
 
     ``register`` is what agent implementations call; ``create``/``resume`` delegate to the
-    factory an agent loop plugin installed with ``set_factory``.
+    factory an agent loop plugin installed with ``set_factory``; ``wait_for`` waits for an
+    agent someone else creates (a configured agent, a resumed one).
     """
 
     def __init__(self, ctx: Context, config: None = None) -> None:
         super().__init__(ctx, config)
         self._agents: dict[str, Agent] = {}
         self._factory: list[AgentFactory] = []
+        #: One event per agent id someone waits for; ``register`` sets and drops it.
+        self._arrivals: dict[str, trio.Event] = {}
 
     def register(self, agent: Agent) -> Disposer:
         """Publish ``agent`` and emit ``agent/created``; the disposer emits ``agent/disposed``.
@@ -116,6 +119,9 @@ class AgentRegistry(Service, name="agents"):
                 "another id"
             )
         self._agents[agent.id] = agent
+        arrival = self._arrivals.pop(agent.id, None)
+        if arrival is not None:
+            arrival.set()
         registry = self._agents
 
         def unregister() -> None:
@@ -130,6 +136,28 @@ class AgentRegistry(Service, name="agents"):
     def get(self, agent_id: str) -> Agent | None:
         """The live agent with this id, or ``None``."""
         return self._agents.get(agent_id)
+
+    async def wait_for(self, agent_id: str) -> Agent:
+        """Wait until an agent with id ``agent_id`` is live; return it.
+
+        Returns at once (after a checkpoint) if it is live already; otherwise it wakes when
+        :meth:`register` publishes it. Always a checkpoint. It waits for as long as it takes:
+        bound it with :func:`trio.fail_after` or :func:`trio.move_on_after` when the agent
+        may never come (a configured agent whose session failed to resume starts no agent).
+        """
+        await trio.lowlevel.checkpoint()
+        while (agent := self._agents.get(agent_id)) is None:
+            arrival = self._arrivals.setdefault(agent_id, trio.Event())
+            try:
+                await arrival.wait()
+            finally:
+                # The last cancelled waiter takes the event along, so waits that give up
+                # leave nothing behind.
+                if self._arrivals.get(agent_id) is arrival and not (
+                    arrival.is_set() or arrival.statistics().tasks_waiting
+                ):
+                    del self._arrivals[agent_id]
+        return agent
 
     def list(self) -> tuple[Agent, ...]:
         """Live agents in registration order."""
@@ -165,6 +193,10 @@ class AgentRegistry(Service, name="agents"):
         setup: AgentSetup | None = None,
     ) -> AgentHandle:
         """Create an agent on a fresh session ``session_id``, owned by the calling context.
+
+        ``meta`` goes into the session header, except ``meta["cwd"]`` and
+        ``meta["parent_session"]``, which become the header's ``cwd`` and ``parent_session``;
+        ``seed`` is the history the session starts from (a fork's prefix).
 
         ``setup`` runs against the unpublished agent; if it raises, nothing is published, what
         was made is rolled back, and the error propagates.

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..llm import RetryPolicy
+from ..llm import LlmService, RetryPolicy
 from ..runtime import Context, Next
 from ..session import LlmRetry
 from ._events import RequestFailed, Retry
@@ -22,7 +22,7 @@ logger = logging.getLogger("trio_agent.retry")
 class RetryPlugin:
     """Answers ``agent/request-error`` with :class:`Retry` while the provider's policy allows.
 
-    The policy is the one the adapter was registered with (``ctx.llm.retry_policy(provider)``),
+    The policy is the one the adapter was registered with (``LlmService.retry_policy(provider)``),
     unless the config gives one for every provider. Before waiting it logs an ``llm/retry``
     session event; the wait happens inside the step, so ``agent.cancel()`` beats a pending retry.
     When the policy gives up it defers to later listeners (``await next()``).
@@ -38,18 +38,17 @@ class RetryPlugin:
         seed: int | None = None
 
     def __init__(self, ctx: Context, config: RetryPlugin.Config) -> None:
-        self._ctx = ctx
+        self._llm = ctx.require(LlmService)
         self._policy = config.policy
         self._rng = random.Random(config.seed)
         ctx.on("agent/request-error", self._on_request_error)
 
     async def _on_request_error(self, event: RequestFailed, next: Next) -> Any:
-        policy = self._policy or self._ctx.llm.retry_policy(event.config.provider)
+        policy = self._policy or self._llm.retry_policy(event.config.provider)
         delay = policy.delay_for(event.attempt, event.failure, self._rng)
         if delay is None:
             return await next()
         event.agent.session.append(
-            LlmRetry.event_type,
             LlmRetry(
                 turn=event.turn,
                 step=event.step,

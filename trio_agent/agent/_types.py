@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
 from ..ids import AgentId, MessageId, new_message_id
 from ..llm import ContentBlock, Message, MessageSource, TextBlock
-
-if TYPE_CHECKING:
-    from ..runtime import Context
-    from ..session import Session
+from ..runtime import Context
+from ..session import Session
 
 __all__ = ["Agent", "AgentOptions", "AgentStatus", "MessageContent", "to_user_message"]
 
@@ -29,14 +27,32 @@ def _positive_or_none(
         raise ValueError(f"{attribute.name} must be a positive integer or None, got {value!r}")
 
 
+_DEFAULT_MAX_STEPS: int | None = 50
+
+
 @attrs.frozen
 class AgentOptions:
-    """Per-agent model choice. ``None`` fields fall back to the loop's configured defaults."""
+    """Per-agent model choice and durability. ``None`` model fields fall back to the loop's
+    configured defaults.
+
+    ``durability`` is when the loop makes the session durable: ``"step"`` (the default) after
+    the turn's prompts are accepted, at every step end and right before each tool with effects
+    runs, so a crash loses at most the step in flight; ``"turn"`` only at each turn end (fewer
+    syncs, and a crash loses the turn in flight). Both also flush at every turn end.
+
+    ``max_steps`` bounds the model requests of one turn (retries inside a step do not count):
+    when the step that reaches it asks for more, its tool calls are still answered and the turn
+    ends ``max-steps``. ``None`` means unlimited.
+    """
 
     provider: str | None = None
     model: str | None = None
     max_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
     temperature: float | None = None
+    durability: Literal["step", "turn"] = attrs.field(
+        default="step", validator=attrs.validators.in_(("step", "turn"))
+    )
+    max_steps: int | None = attrs.field(default=_DEFAULT_MAX_STEPS, validator=_positive_or_none)
 
 
 @runtime_checkable

@@ -5,6 +5,8 @@ from ._assembler import BlockAssembler as BlockAssembler
 from ._errors import AdapterConflictError as AdapterConflictError
 from ._errors import NoAdapterError as NoAdapterError
 from ._errors import ScriptExhaustedError as ScriptExhaustedError
+from ._models import ModelList as ModelList
+from ._models import ModelSpec as ModelSpec
 from ._offline import OfflineAdapter as OfflineAdapter
 from ._offline import OfflineProvider as OfflineProvider
 from ._openai import OpenAiAdapter as OpenAiAdapter
@@ -72,6 +74,8 @@ __all__ = [
     "LlmStreamCall",
     "Message",
     "MessageSource",
+    "ModelList",
+    "ModelSpec",
     "NoAdapterError",
     "OfflineAdapter",
     "OfflineProvider",

@@ -7,14 +7,16 @@ import json
 import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 import attrs
 import trio
 
 from ..runtime import Context
+from ._models import ModelList, to_model_list
 from ._playback import Playback
 from ._scripted import ScriptedResponse, text, tool_call
+from ._service import LlmService
 from ._types import (
     GenerateRequest,
     Message,
@@ -212,6 +214,8 @@ class OfflineAdapter:
     token) and the finish (``tool-calls`` or ``stop``).
     """
 
+    #: Its stream runs no background task: ``ctx.llm`` reads it in the caller's task (#17).
+    streams_inline: ClassVar[bool] = True
     name: str = "offline"
     delay: float = 0.01
 
@@ -313,17 +317,26 @@ class OfflineAdapter:
 
 @final
 class OfflineProvider:
-    """Plugin: register an :class:`OfflineAdapter` with ``ctx.llm``."""
+    """Plugin: register an :class:`OfflineAdapter` with ``ctx.llm``.
+
+    Example config (YAML, one ``llm.providers`` entry): ``{name: offline, type: offline}``.
+    """
 
     inject = ("llm",)
 
     @attrs.frozen
     class Config:
-        """Adapter name and per-token delay in seconds."""
+        """Adapter name, per-token delay in seconds, and the advisory model names (the first
+        is the default model of agents on this provider)."""
+
+        #: The ``type`` tag of this provider in ``trio-agent.yml``.
+        type: ClassVar[str] = "offline"
 
         name: str = "offline"
-        delay: float = 0.01
+        delay: float = attrs.field(default=0.01, validator=attrs.validators.ge(0))
+        #: Names (the first is the default model) or ``{name, context_window}`` entries.
+        models: ModelList = attrs.field(factory=ModelList, converter=to_model_list)
 
     def __init__(self, ctx: Context, config: OfflineProvider.Config) -> None:
         self.adapter = OfflineAdapter(name=config.name, delay=config.delay)
-        ctx.llm.register(self.adapter)
+        ctx.require(LlmService).register(self.adapter, models=config.models)

@@ -12,7 +12,7 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 import attrs
 import httpx
@@ -20,7 +20,9 @@ import trio
 
 from ..ids import CallId
 from ..runtime import Context
+from ._models import ModelList, to_model_list
 from ._retry import RetryPolicy
+from ._service import LlmService
 from ._sse import SseParser
 from ._types import (
     BlockEnd,
@@ -235,7 +237,9 @@ def http_failure(
 
     401/403 → ``AUTH``; 413 → ``INVALID_REQUEST``; quota or balance wording → ``QUOTA``;
     429 → ``RATE_LIMIT``; 400 with context-overflow wording → ``CONTEXT_WINDOW_EXCEEDED``,
-    other 400 → ``INVALID_REQUEST``; >= 500 → ``SERVER``; anything else ``HTTP_<status>``.
+    other 400 → ``INVALID_REQUEST``; >= 500 → ``SERVER``; anything else ``HTTP_<status>``
+    (a 3xx too: redirects are not followed, since the request carries the API key; the
+    message names the ``Location``).
     ``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` too) becomes ``retry_after``
     in seconds, ``x-request-id`` the ``request_id``.
     """
@@ -254,6 +258,9 @@ def http_failure(
         code = "SERVER"
     else:
         code = f"HTTP_{status}"
+    location = headers.get("location") if 300 <= status < 400 else None
+    if location and not message:
+        message = f"redirected to {location}; set base_url to the address that serves the API"
     request_id = headers.get("x-request-id") or headers.get("x-deepseek-request-id")
     return LlmFailure(
         code,
@@ -487,9 +494,24 @@ class OpenAiAdapter:
     rotated key applies to the next call). It is sent only in the ``Authorization`` header:
     never stored on the adapter, never logged, and redacted from every failure message.
 
-    Cancellation: cancelling the caller's scope raises :class:`trio.Cancelled` out of the
-    stream and closes the HTTP connection (shielded, bounded cleanup). Call :meth:`aclose`
-    when done; streaming afterwards raises :class:`trio.ClosedResourceError`.
+    Tasks and cancellation: the adapter starts no task of its own. The request is sent, and
+    each :meth:`~trio.abc.ReceiveChannel.receive` reads the body, in the task that uses the
+    stream, under a fresh idle-timeout scope per read (called through ``ctx.llm.stream``, that
+    task is the service's pump task, which runs inside the caller's ``async with``).
+    Cancelling that task's scope raises :class:`trio.Cancelled` out of the stream and closes
+    the HTTP connection (shielded, bounded cleanup). Call :meth:`aclose` when done; streaming
+    afterwards raises :class:`trio.ClosedResourceError`.
+
+    Testing without a network: pass ``transport=httpx.MockTransport(handler)`` (or any
+    :class:`httpx.AsyncBaseTransport`); the adapter builds its one :class:`httpx.AsyncClient`
+    on it and closes it in :meth:`aclose`. The handler sees the real request, ``Authorization``
+    header included; the adapter's ``repr`` and failures never contain the key::
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, content=b"data: [DONE]\\n\\n")
+
+        adapter = OpenAiAdapter(base_url="https://mock.test/v1", api_key_env=None,
+                                transport=httpx.MockTransport(handler))
 
     Args:
         name: the provider name requests route by.
@@ -503,8 +525,13 @@ class OpenAiAdapter:
         connect_timeout: seconds allowed to connect and to write the request.
         headers: extra headers sent with every request.
         trust_env: honour proxy and CA-bundle environment variables (httpx's ``trust_env``).
-        transport: an httpx transport to use instead of the network.
+        transport: the httpx transport to send requests through instead of the network
+            (``httpx.MockTransport`` in tests); the adapter owns it from then on.
     """
+
+    #: Its stream starts no task (``_EventStream`` reads in the receiving task), so ``ctx.llm``
+    #: reads it in the caller's task (#17).
+    streams_inline: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -537,6 +564,24 @@ class OpenAiAdapter:
             headers={"user-agent": _USER_AGENT, **(headers or {})},
             transport=transport,
             trust_env=trust_env,
+        )
+
+    @classmethod
+    def from_config(
+        cls, config: OpenAiProvider.Config, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> OpenAiAdapter:
+        """The adapter an :class:`OpenAiProvider` config entry describes (its ``retry`` policy
+        is the provider's business, not the adapter's); ``transport`` as in the constructor."""
+        return cls(
+            name=config.name,
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            models=config.models,
+            idle_timeout=config.idle_timeout,
+            connect_timeout=config.connect_timeout,
+            headers=config.headers,
+            trust_env=config.trust_env,
+            transport=transport,
         )
 
     @property
@@ -594,11 +639,11 @@ class OpenAiAdapter:
 
 @final
 class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
-    """One call's chunks, parsed from the response body on demand in the caller's task.
+    """One call's chunks, parsed from the response body on demand in the receiving task.
 
-    No background task: each :meth:`receive` reads the network only when no parsed chunk is
-    waiting, inside its own idle-timeout scope (nothing is held across calls), so the
-    caller's cancel scope reaches the read directly.
+    It starts no task: each :meth:`receive` reads the network only when no parsed chunk is
+    waiting, inside its own idle-timeout scope (no scope is held across calls), so the
+    receiving task's cancel scope reaches the read directly.
     """
 
     __slots__ = (
@@ -669,7 +714,7 @@ class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
         response = self._response
         assert response is not None
         self._body = response.aiter_bytes()
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             content = b""
             with trio.move_on_after(adapter.idle_timeout):
                 try:
@@ -793,13 +838,18 @@ async def _unwind(body: AsyncIterator[bytes]) -> None:
             pass  # whatever the broken stream raises while unwinding
 
 
+def _header_names(headers: Mapping[str, str]) -> str:
+    return f"<{', '.join(sorted(headers)) or 'none'}>"
+
+
 @final
 class OpenAiProvider:
     """Plugin: mount an :class:`OpenAiAdapter` on ``ctx.llm`` and close it on unload.
 
-    Example config (YAML)::
+    Example config (YAML, one ``llm.providers`` entry)::
 
         name: deepseek
+        type: openai
         base_url: https://api.deepseek.com
         api_key_env: DEEPSEEK_API_KEY
         models: [deepseek-chat]
@@ -809,28 +859,34 @@ class OpenAiProvider:
 
     @attrs.frozen(kw_only=True)
     class Config:
-        """Where the server is, which env var holds the key, timeouts and retry policy."""
+        """Where the server is, which env var holds the key, timeouts and retry policy.
+
+        Unlike :class:`OpenAiAdapter`'s keyword defaults, ``base_url`` is required and
+        ``api_key_env`` defaults to ``None`` (no ``Authorization`` header): a config entry
+        names the endpoint its key is sent to, so a key never goes to a server nobody chose.
+        See :meth:`OpenAiAdapter.from_config` for what each field means.
+        """
+
+        #: The ``type`` tag of this provider in ``trio-agent.yml``.
+        type: ClassVar[str] = "openai"
 
         name: str = "openai"
-        base_url: str = "https://api.openai.com/v1"
-        api_key_env: str | None = "OPENAI_API_KEY"
-        models: tuple[str, ...] = ()
-        idle_timeout: float = 300.0
-        connect_timeout: float = 30.0
-        headers: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+        base_url: str
+        api_key_env: str | None = None
+        #: Names (the first is the default model) or ``{name, context_window}`` entries.
+        models: ModelList = attrs.field(factory=ModelList, converter=to_model_list)
+        #: Config-file defaults (#23): with ``retry``'s 3 attempts a dead or stalled server is
+        #: reported within a minute (3 x 15 s + backoff); raise both for slow reasoning models.
+        idle_timeout: float = attrs.field(default=15.0, validator=attrs.validators.gt(0))
+        connect_timeout: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+        #: Shown by name only in the repr: a header may carry a credential (``api-key``).
+        headers: Mapping[str, str] = attrs.field(factory=dict, hash=False, repr=_header_names)
         trust_env: bool = True
-        retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+        retry: RetryPolicy = attrs.field(factory=lambda: RetryPolicy(max_attempts=3))
 
     def __init__(self, ctx: Context, config: OpenAiProvider.Config) -> None:
-        self.adapter = OpenAiAdapter(
-            name=config.name,
-            base_url=config.base_url,
-            api_key_env=config.api_key_env,
-            models=config.models,
-            idle_timeout=config.idle_timeout,
-            connect_timeout=config.connect_timeout,
-            headers=config.headers,
-            trust_env=config.trust_env,
-        )
+        self.adapter = OpenAiAdapter.from_config(config)
         ctx.defer(self.adapter.aclose, label=f"close llm adapter {config.name}")
-        ctx.llm.register(self.adapter, retry_policy=config.retry)
+        ctx.require(LlmService).register(
+            self.adapter, retry_policy=config.retry, models=config.models
+        )

@@ -6,7 +6,7 @@ import collections
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, TypeAlias, final
+from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
 import trio
@@ -14,7 +14,9 @@ import trio
 from ..ids import CallId
 from ..runtime import Context
 from ._errors import ScriptExhaustedError
+from ._models import ModelList, to_model_list
 from ._playback import Playback
+from ._service import LlmService
 from ._types import (
     BlockEnd,
     BlockStart,
@@ -262,6 +264,8 @@ class ScriptedAdapter:
         )
     """
 
+    #: Its stream runs no background task: ``ctx.llm`` reads it in the caller's task (#17).
+    streams_inline: ClassVar[bool] = True
     name: str = "scripted"
     responses: collections.deque[ScriptItem] = attrs.field(
         factory=collections.deque, converter=_to_deque
@@ -317,14 +321,20 @@ class ScriptedProvider:
 
     @attrs.frozen
     class Config:
-        """Adapter name, text replies and per-chunk delay."""
+        """Adapter name, text replies, per-chunk delay, and the advisory model names (the
+        first is the default model of agents on this provider)."""
+
+        #: The ``type`` tag of this provider in ``trio-agent.yml``.
+        type: ClassVar[str] = "scripted"
 
         name: str = "scripted"
         responses: tuple[str, ...] = ()
-        delay: float = 0.0
+        delay: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
+        #: Names (the first is the default model) or ``{name, context_window}`` entries.
+        models: ModelList = attrs.field(factory=ModelList, converter=to_model_list)
 
     def __init__(self, ctx: Context, config: ScriptedProvider.Config) -> None:
         self.adapter = ScriptedAdapter(
             name=config.name, responses=config.responses, delay=config.delay
         )
-        ctx.llm.register(self.adapter)
+        ctx.require(LlmService).register(self.adapter, models=config.models)

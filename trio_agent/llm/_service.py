@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, final
 
 import attrs
 import trio
 
+from ..redaction import Redactor
 from ..runtime import Context, Disposer, Service
 from ._adapter import LlmAdapter
 from ._assembler import BlockAssembler
 from ._errors import AdapterConflictError, NoAdapterError
 from ._groups import raise_single
+from ._models import ModelList, ModelSpec, to_model_list
 from ._retry import RetryPolicy
 from ._types import (
     BlockEnd,
@@ -69,11 +71,15 @@ class Generation:
 class _Route:
     adapter: LlmAdapter
     policy: RetryPolicy
+    models: ModelList
 
 
 @final
 class _Unavailable:
     """The adapter ``next()`` answers with when no adapter serves the provider."""
+
+    #: Raising from ``stream`` starts no task: the guard may run it inline.
+    streams_inline = True
 
     def __init__(self, provider: str, registered: tuple[str, ...]) -> None:
         self.name = provider
@@ -118,12 +124,19 @@ class LlmService(Service, name="llm"):
 
     # --- registry ---------------------------------------------------------------------------
 
-    def register(self, adapter: LlmAdapter, *, retry_policy: RetryPolicy | None = None) -> Disposer:
+    def register(
+        self,
+        adapter: LlmAdapter,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        models: Iterable[str | ModelSpec] = (),
+    ) -> Disposer:
         """Serve requests whose ``config.provider`` is ``adapter.name`` with ``adapter``.
 
         The registration belongs to the calling context's fiber: it is undone when that plugin
         unloads, or earlier by calling the returned disposer. ``retry_policy`` is what
-        :meth:`retry_policy` answers for this provider.
+        :meth:`retry_policy` answers for this provider; ``models`` (names or
+        :class:`ModelSpec` s) is what :meth:`context_window` knows about its models.
 
         Raises:
             AdapterConflictError: an adapter with the same name is already registered.
@@ -140,7 +153,7 @@ class LlmService(Service, name="llm"):
                 f"an LLM adapter named {name!r} is already registered; unregister it first "
                 "(dispose the plugin that registered it) or give this adapter another name"
             )
-        route = _Route(adapter, retry_policy or _DEFAULT_POLICY)
+        route = _Route(adapter, retry_policy or _DEFAULT_POLICY, to_model_list(models))
         self.caller.fiber.check_active("register an LLM adapter on")
         self._routes[name] = route
 
@@ -164,6 +177,11 @@ class LlmService(Service, name="llm"):
         route = self._routes.get(name)
         return _DEFAULT_POLICY if route is None else route.policy
 
+    def context_window(self, provider: str, model: str) -> int | None:
+        """The context window (tokens) configured for ``model`` on ``provider``, or ``None``."""
+        route = self._routes.get(provider)
+        return None if route is None else route.models.context_window(model)
+
     # --- calls ------------------------------------------------------------------------------
 
     def stream(
@@ -186,22 +204,32 @@ class LlmService(Service, name="llm"):
         self, request: GenerateRequest
     ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
         call = LlmStreamCall(request)
+        chosen: list[LlmAdapter] = []
 
         async def default() -> LlmAdapter:
             provider = call.request.config.provider
             route = self._routes.get(provider)
             await trio.lowlevel.checkpoint()
-            if route is None:
-                return _Unavailable(provider, tuple(self._routes))
-            return route.adapter
+            adapter = (
+                _Unavailable(provider, tuple(self._routes)) if route is None else route.adapter
+            )
+            chosen.append(adapter)
+            return adapter
 
         adapter = await self.caller.waterfall("llm/stream", call, default)
-        if not isinstance(adapter, LlmAdapter):
+        # The default's answer was checked at register(); only a listener's needs the (slow,
+        # runtime-Protocol) isinstance check.
+        if not (chosen and adapter is chosen[0]) and not isinstance(adapter, LlmAdapter):
             raise TypeError(
                 f"an 'llm/stream' listener returned {type(adapter).__name__}; listeners must "
                 "return an LlmAdapter (usually the result of 'await next()')"
             )
-        async with _guarded(adapter, call.request) as chunks:
+        redactor = self.ctx.get(Redactor)
+        if getattr(type(adapter), "streams_inline", False) is True:
+            async with _InlineGuard(adapter, call.request, redactor) as chunks:
+                yield chunks
+            return
+        async with _guarded(adapter, call.request, redactor) as chunks:
             yield chunks
 
     async def generate(self, request: GenerateRequest) -> Generation:
@@ -242,8 +270,184 @@ def _final(finish: Finish) -> Finish:
     return finish
 
 
+def _redacted(finish: Finish, redactor: Redactor | None) -> Finish:
+    """``finish`` with the secrets masked in every field of its failure (issue 15)."""
+    if redactor is None or finish.failure is None:
+        return finish
+    return attrs.evolve(finish, failure=redactor.redact_failure(finish.failure))
+
+
 def _finish_for(failure: LlmFailure) -> Finish:
     return Finish("aborted" if failure.code == "ABORTED" else "error", failure)
+
+
+_DELTA_SET: frozenset[type] = frozenset(_DELTA_TYPES)
+
+
+def _stream_closed(adapter: LlmAdapter) -> Finish:
+    return Finish(
+        "error",
+        LlmFailure(
+            "STREAM_CLOSED",
+            f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a finish",
+        ),
+    )
+
+
+@final
+class _InlineChannel(trio.abc.ReceiveChannel[StreamChunk]):
+    """The normalised stream of an adapter that runs no background task, read in the caller's
+    task: the same chunks, in the same order, as :func:`_guarded`'s pump would deliver."""
+
+    __slots__ = ("_adapter", "_closed", "_exit", "_redactor", "_source", "_tail", "_usage")
+
+    def __init__(self, adapter: LlmAdapter, redactor: Redactor | None = None) -> None:
+        self._adapter = adapter
+        self._redactor = redactor
+        self._source: trio.abc.ReceiveChannel[StreamChunk] | None = None
+        #: The adapter's stream context, while it is open.
+        self._exit: contextlib.AbstractAsyncContextManager[Any] | None = None
+        self._usage: UsageChunk | None = None
+        #: Chunks still to deliver once the adapter's stream has ended (usage, finish).
+        self._tail: list[StreamChunk] | None = None
+        self._closed = False
+
+    async def _end(self, finish: Finish | None, exc: BaseException | None) -> None:
+        """The adapter's stream is over: close it, then queue ``[usage,] finish``.
+
+        ``finish`` is the adapter's own (it stands even if closing fails); otherwise ``exc``
+        (the error that ended the stream, or ``None`` for a stream that just stopped) decides.
+        """
+        manager, self._exit = self._exit, None
+        if manager is not None:
+            try:
+                if exc is None:
+                    await manager.__aexit__(None, None, None)
+                else:
+                    await manager.__aexit__(type(exc), exc, exc.__traceback__)
+            except Exception as close_exc:
+                if finish is not None:
+                    logger.warning(
+                        "LLM adapter %r failed while closing a finished stream; the finish stands",
+                        _adapter_name(self._adapter),
+                        exc_info=close_exc,
+                    )
+                else:
+                    exc = close_exc
+        if finish is None:
+            finish = (
+                _stream_closed(self._adapter)
+                if exc is None
+                else _finish_for(_failure_of(exc, self._adapter))
+            )
+        finish = _redacted(finish, self._redactor)
+        usage = self._usage
+        self._tail = [finish] if usage is None else [finish, usage]
+
+    async def receive(self) -> StreamChunk:
+        if self._closed:
+            raise trio.ClosedResourceError("this model stream was closed")
+        tail = self._tail
+        source = self._source
+        while tail is None and source is not None:
+            try:
+                chunk = await source.receive()
+            except trio.EndOfChannel:
+                await self._end(None, None)
+            except Exception as exc:
+                await self._end(None, exc)
+            else:
+                if type(chunk) in _DELTA_SET:
+                    return chunk
+                value: object = chunk  # the adapter is untrusted: check what it yielded
+                if isinstance(value, _DELTA_TYPES):
+                    return value
+                if isinstance(value, UsageChunk):
+                    self._usage = value
+                    continue
+                if isinstance(value, Finish):
+                    await self._end(_final(value), None)
+                else:
+                    await self._end(
+                        None,
+                        TypeError(
+                            f"the stream yielded {type(value).__name__}; adapters must yield "
+                            "StreamChunk values"
+                        ),
+                    )
+            tail = self._tail
+        await trio.lowlevel.checkpoint()
+        if not tail:
+            raise trio.EndOfChannel
+        return tail.pop()
+
+    async def open(self, request: GenerateRequest) -> None:
+        """Open the adapter's stream; a failure to open becomes the final chunk."""
+        try:
+            manager = self._adapter.stream(request)
+            source = await manager.__aenter__()
+        except Exception as exc:
+            await self._end(None, exc)
+            return
+        self._exit = manager
+        self._source = source
+
+    async def finish(self, exc: BaseException | None) -> None:
+        """Close the adapter's stream if the consumer left before its end."""
+        self._closed = True
+        manager, self._exit = self._exit, None
+        if manager is None:
+            return
+        if exc is None:
+            try:
+                await manager.__aexit__(None, None, None)
+            except Exception as close_exc:
+                logger.warning(
+                    "LLM adapter %r failed while closing a stream the caller left early",
+                    _adapter_name(self._adapter),
+                    exc_info=close_exc,
+                )
+            return
+        try:
+            await manager.__aexit__(type(exc), exc, exc.__traceback__)
+        except Exception as close_exc:
+            if close_exc is not exc:
+                logger.warning(
+                    "LLM adapter %r failed while closing an abandoned stream",
+                    _adapter_name(self._adapter),
+                    exc_info=close_exc,
+                )
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await trio.lowlevel.checkpoint()
+
+
+@final
+class _InlineGuard:
+    """The guard for adapters that declare ``streams_inline = True``: no pump task, nursery,
+    memory channel or generator-based context manager; the adapter's stream is read in the
+    caller's task and its failures become the final chunk exactly as :func:`_guarded` makes
+    them. The caller's own exception (``Cancelled`` included) reaches the adapter's stream on
+    the way out and then propagates as itself."""
+
+    __slots__ = ("_channel", "_request")
+
+    def __init__(
+        self, adapter: LlmAdapter, request: GenerateRequest, redactor: Redactor | None = None
+    ) -> None:
+        self._channel = _InlineChannel(adapter, redactor)
+        self._request = request
+
+    async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
+        await self._channel.open(self._request)
+        return self._channel
+
+    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        await self._channel.finish(exc)
 
 
 #: How many chunks the pump may read ahead of the consumer.
@@ -252,7 +456,7 @@ _READ_AHEAD = 64
 
 @contextlib.asynccontextmanager
 async def _guarded(
-    adapter: LlmAdapter, request: GenerateRequest
+    adapter: LlmAdapter, request: GenerateRequest, redactor: Redactor | None = None
 ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
     """Run the adapter's stream in a pump task and hand the caller a normalised channel.
 
@@ -268,7 +472,7 @@ async def _guarded(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
-                _pump, adapter, request, send, name=f"llm stream {_adapter_name(adapter)}"
+                _pump, adapter, request, send, redactor, name=f"llm stream {_adapter_name(adapter)}"
             )
             with receive:
                 try:
@@ -298,7 +502,10 @@ async def _put(send: trio.MemorySendChannel[StreamChunk], chunk: StreamChunk) ->
 
 
 async def _pump(
-    adapter: LlmAdapter, request: GenerateRequest, send: trio.MemorySendChannel[StreamChunk]
+    adapter: LlmAdapter,
+    request: GenerateRequest,
+    send: trio.MemorySendChannel[StreamChunk],
+    redactor: Redactor | None = None,
 ) -> None:
     with send:
         usage: UsageChunk | None = None
@@ -312,7 +519,7 @@ async def _pump(
                     elif isinstance(chunk, UsageChunk):
                         usage = chunk
                     elif isinstance(chunk, Finish):
-                        finish = _final(chunk)
+                        finish = _redacted(_final(chunk), redactor)
                         # Deliver the end now; the adapter is closed while the consumer reads it.
                         if usage is not None and not await _put(send, usage):
                             return
@@ -331,7 +538,7 @@ async def _pump(
                     exc_info=exc,
                 )
                 return
-            finish = _finish_for(_failure_of(exc, adapter))
+            finish = _redacted(_finish_for(_failure_of(exc, adapter)), redactor)
         else:
             if finish is not None:
                 return

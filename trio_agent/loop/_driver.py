@@ -5,29 +5,42 @@
     agent/session-start (once)  →  wait for queued (idle)
     turn/start → each queued: agent/prompt-submit → user/message (+ context) | prompt/blocked
       all blocked → turn/end(rejected), no step
+      [flush: the prompts are durable]
       STEP: drain steering → assemble prompt → session prefix (first step) → agent/pre-step
             → derive_messages → step/start → agent/request → request/header (if changed)
-            → llm.stream → assistant/chunk* → agent/step-result → assistant/message
-            → tool/call → tools.execute → tool/result (per call) → context/message
+            → llm.stream → assistant/chunk* → agent/step-result → unique call ids
+            → assistant/message → tool/call → tools.execute → tool/result (per call)
+              (tools.execute: pre-execute, approval, guards → [flush: write-ahead] → body)
+            → context/message
             → drain steering → agent/turn-continuation → agent/turn-stop → step/end
+            [flush, when another step follows]
     turn/end(reason) → sessions.flush
+
+The bracketed flushes are the durability points of ``AgentOptions.durability == "step"`` (see
+``_durability.py``); with ``"turn"`` only the turn-end flush runs. A failed durability-point
+flush ends the turn ``error``; a failed turn-end flush is reported (``agent/error``, the log).
 
 Cancellation: ``agent.cancel()`` cancels the in-flight *phase scope* (a step, or the prompt
 submission) and sets a marker the driver checks right after the idle wait, after the running
 flip, before each step and at the continuation gate. Because only the phase scope is cancelled,
 the code that closes a step or a turn runs in an uncancelled scope; only an outer cancellation
-(the agent being torn down from outside) needs the shielded, budgeted cleanup in ``_close_turn``.
+(the agent being torn down from outside) needs the shielded, budgeted cleanup in ``close_turn``.
+
+The driver owns no agent state: it reads and moves it through :class:`~._control.AgentControl`,
+and reaches the services through views bound to the agent's context once, when the agent is
+built (the loop's ``inject`` keeps them alive, and the loop closes its agents when it unloads).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, final
+from collections.abc import Callable, Sequence
+from typing import Literal, final
 
 import trio
 
 from ..agent import (
+    Agent,
     AgentFailed,
     Allow,
     Block,
@@ -57,16 +70,19 @@ from ..llm import (
     GenerateRequest,
     LlmCallConfig,
     LlmError,
+    LlmService,
     Message,
     ToolSchema,
     Usage,
 )
+from ..prompt import SystemPrompt
 from ..session import (
     AssistantChunk,
     AssistantMessageEvent,
     ContextMessageEvent,
     PromptBlocked,
     RequestHeader,
+    SessionStore,
     SteeringMessageEvent,
     StepEnd,
     StepStart,
@@ -74,89 +90,100 @@ from ..session import (
     TurnStart,
     UserMessageEvent,
 )
-from ._state import StepState, TurnState
-from ._toolcalls import close_tool_calls, run_tool_calls
-
-if TYPE_CHECKING:
-    from ._agent import ReactLoopAgent
+from ..tools import ToolRegistry
+from ._callids import unique_call_ids
+from ._control import AgentControl
+from ._durability import Durability
+from ._state import StepState, TurnState, continues
+from ._toolcalls import ToolCallRunner
 
 __all__ = ["Driver"]
 
 logger = logging.getLogger("trio_agent.loop")
 
 
-#: How long a turn's closing writes and flush may take when the agent is torn down from outside.
-CLOSE_BUDGET = 10.0
-
-
 @final
 class Driver:
-    """Runs one :class:`ReactLoopAgent` for its whole life (package-internal)."""
+    """Runs one agent for its whole life (package-internal).
 
-    def __init__(self, agent: ReactLoopAgent) -> None:
+    ``seed_config`` gives the call config each request starts from (before ``agent/request``).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        control: AgentControl,
+        *,
+        source: Literal["startup", "resume"],
+        seed_config: Callable[[], LlmCallConfig],
+        max_parallel_tool_calls: int,
+    ) -> None:
+        ctx = agent.ctx
         self.agent = agent
-        self.ctx = agent.ctx
+        self.control = control
+        self.ctx = ctx
         self.session = agent.session
-        self.inbox = agent._inbox
+        self.inbox = control.inbox
+        self.source: Literal["startup", "resume"] = source
+        self.seed_config = seed_config
+        self.prompt = ctx.require(SystemPrompt)
+        self.llm = ctx.require(LlmService)
+        self.sessions = ctx.require(SessionStore)
+        self.durability = Durability(self.sessions, self.session, agent.options.durability)
+        self.tools = ToolCallRunner(
+            agent,
+            ctx.require(ToolRegistry),
+            limit=max_parallel_tool_calls,
+            write_ahead=self.durability.write_ahead,
+        )
         self.prefix: tuple[Message, ...] | None = None
 
     # --- lifetime ---------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Serve turns until the agent closes."""
-        agent = self.agent
-        agent.ctx.emit("agent/session-start", SessionStart(agent, agent._source))
-        while not agent._close_requested():
-            agent._marker = False  # once per iteration: a cancel governs one turn at most
-            await self.wait_for_queued()
-            if agent._close_requested():
+        control = self.control
+        self.ctx.emit("agent/session-start", SessionStart(self.agent, self.source))
+        while True:
+            control.begin_iteration()  # a cancel governs one turn at most
+            if not await control.wait_for_prompts():
                 break
-            if agent._cancel_requested():  # cancelled right after the idle wait
-                continue
-            agent._set_status("running")
-            if agent._cancel_requested():  # cancelled by an agent/status("running") listener
-                agent._settle()
+            if not control.begin_turn():  # cancelled after the idle wait or the running flip
                 continue
             try:
                 await self.turn()
             except Exception as exc:
                 # Plugin failures end the turn inside turn(); reaching here means the loop's own
                 # writes failed (say, the session was detached under it). Never crash the owner.
-                logger.error("agent %r: the loop failed", agent.id, exc_info=exc)
-                agent.ctx.emit("agent/error", AgentFailed(agent, self.session.last_turn, 0, exc))
+                logger.error("agent %r: the loop failed", self.agent.id, exc_info=exc)
+                self.ctx.emit(
+                    "agent/error", AgentFailed(self.agent, self.session.last_turn, 0, exc)
+                )
                 if not self.session.live:
-                    agent._request_close()
-            agent._settle()
-
-    async def wait_for_queued(self) -> None:
-        agent = self.agent
-        while not self.inbox.queued and not agent._close_requested():
-            agent._parked = True
-            agent._notify()
-            try:
-                await self.inbox.wait()
-            finally:
-                agent._parked = False
+                    control.request_close()
+            control.settle()
 
     # --- one turn ---------------------------------------------------------------------------
 
     async def turn(self) -> None:
-        agent = self.agent
         state = TurnState(number=self.session.last_turn + 1)
-        self.session.append(TurnStart.event_type, TurnStart(turn=state.number))
-        agent.ctx.emit("agent/turn-start", TurnStarted(agent, state.number))
+        self.session.append(TurnStart(turn=state.number))
+        self.ctx.emit("agent/turn-start", TurnStarted(self.agent, state.number))
         try:
             await self.submit_prompts(state)
-            while not state.rejected:
-                if agent._cancel_requested():  # before each step
-                    break
-                continuing = await self.step(state)
-                if agent._cancel_requested() or not continuing:  # the continuation gate
+            if self.durability.by_step and not state.rejected:
+                await self.durability.flush()  # the turn and its prompts are on disk
+            # Checked before each step, which is also the continuation gate of the one before.
+            while not state.rejected and not self.control.cancel_requested:
+                if not await self.step(state):
                     break
         except Exception as exc:
-            # A failure the cancel (or the close) caused is not an error of the turn: it ends
-            # aborted (or disposed), which _close_turn derives from the same flags.
-            if not (agent._cancel_requested() or agent._close_requested()):
+            # Raised while the turn was being cancelled (or closed): the turn still ends aborted
+            # (or disposed), which close_turn derives from the same flags, but the error is
+            # reported, never dropped (a clean-up that raised during the unwind is a bug).
+            if self.control.stopping:
+                self._report_unwind_error(state, exc)
+            else:
                 self._fail(state, exc)
         except BaseException:
             # Cancelled from outside (the agent is being torn down) or KeyboardInterrupt: close
@@ -164,7 +191,7 @@ class Driver:
             state.disposed = True
             raise
         finally:
-            await self._close_turn(state)
+            await self.close_turn(state)
 
     def _fail(self, state: TurnState, exc: Exception) -> None:
         state.error = exc
@@ -177,74 +204,87 @@ class Driver:
                 state.number,
                 exc_info=exc,
             )
-        self.agent.ctx.emit("agent/error", AgentFailed(self.agent, state.number, state.steps, exc))
+        self.ctx.emit("agent/error", AgentFailed(self.agent, state.number, state.steps, exc))
 
-    async def _close_turn(self, state: TurnState) -> None:
-        agent = self.agent
-        if agent._close_requested():
+    def _report_unwind_error(self, state: TurnState, exc: Exception) -> None:
+        """Log and announce (``agent/error``) an error that replaced the cancel of a turn; the
+        turn's end reason stays the cancel's."""
+        what = "closed" if self.control.closing else "cancelled"
+        logger.error(
+            "agent %r: %s raised while turn %d was being %s",
+            self.agent.id,
+            type(exc).__name__,
+            state.number,
+            what,
+            exc_info=exc,
+        )
+        self.ctx.emit("agent/error", AgentFailed(self.agent, state.number, state.steps, exc))
+
+    async def close_turn(self, state: TurnState) -> None:
+        """``turn/end`` and the flush, shielded under the teardown budget."""
+        control = self.control
+        if control.closing:
             state.disposed = True
-        elif agent._cancel_requested():
+        elif control.cancel_requested:
             state.aborted = True
-        with trio.move_on_after(CLOSE_BUDGET) as budget:
+        with trio.move_on_after(self.ctx.teardown_timeout) as budget:
             budget.shield = True
             self.log_injected(state, step=None)
             reason = state.reason()
             failure = state.failure if reason == "error" else None
-            self.session.append(
-                TurnEnd.event_type, TurnEnd(turn=state.number, reason=reason, error=failure)
-            )
-            agent.ctx.emit("agent/turn-end", TurnEnded(agent, state.number, reason))
-            try:
-                await agent.ctx.sessions.flush(self.session)
-            except Exception as exc:
-                logger.error(
-                    "agent %r: flushing the session after turn %d failed",
-                    agent.id,
-                    state.number,
-                    exc_info=exc,
-                )
-                agent.ctx.emit("agent/error", AgentFailed(agent, state.number, state.steps, exc))
-            # cancel() already dropped the steering it found; what is left arrived later, so
-            # only a terminal stop (or the agent going away) discards it.
-            if state.terminal or agent._close_requested():
-                self.inbox.steering.clear()
-            else:
+            self.session.append(TurnEnd(turn=state.number, reason=reason, error=failure))
+            self.ctx.emit("agent/turn-end", TurnEnded(self.agent, state.number, reason))
+            await self.flush(state)
+            # cancel() already dropped the steering it found; what is left arrived later.
+            if state.keeps_late_steering(closing=control.closing):
                 self.inbox.requeue_steering()
+            else:
+                self.inbox.drop_steering()
         if budget.cancelled_caught:
-            logger.error("agent %r: closing turn %d overran its budget", agent.id, state.number)
+            logger.error(
+                "agent %r: closing turn %d overran its budget", self.agent.id, state.number
+            )
+
+    async def flush(self, state: TurnState) -> None:
+        """The turn-end flush; a failure is reported (logged, ``agent/error``), not raised."""
+        try:
+            await self.durability.flush()
+        except Exception as exc:
+            logger.error(
+                "agent %r: flushing the session after turn %d failed",
+                self.agent.id,
+                state.number,
+                exc_info=exc,
+            )
+            self.ctx.emit("agent/error", AgentFailed(self.agent, state.number, state.steps, exc))
 
     async def submit_prompts(self, state: TurnState) -> None:
         """``agent/prompt-submit`` for every queued prompt, in order."""
-        agent = self.agent
         prompts = self.inbox.take_queued()
-        with self._phase():
+        with self.control.phase():
             for message in prompts:
 
                 async def allow() -> PromptDecision:
                     return Allow()
 
                 decision = await self.ctx.waterfall(
-                    "agent/prompt-submit", PromptSubmit(agent, state.number, message), allow
+                    "agent/prompt-submit", PromptSubmit(self.agent, state.number, message), allow
                 )
                 if isinstance(decision, Allow):
-                    self.session.append(
-                        UserMessageEvent.event_type,
-                        UserMessageEvent(turn=state.number, message=message),
-                    )
+                    self.session.append(UserMessageEvent(turn=state.number, message=message))
                     for extra in decision.additional_context:
                         self.log_context(state, extra, step=None)
                     state.accepted += 1
                 elif isinstance(decision, Block):
                     self.session.append(
-                        PromptBlocked.event_type,
-                        PromptBlocked(turn=state.number, message=message, reason=decision.reason),
+                        PromptBlocked(turn=state.number, message=message, reason=decision.reason)
                     )
                 else:
                     raise TypeError(
                         f"agent/prompt-submit listener returned {decision!r}; expected "
                         "trio_agent.agent.Allow(...) or Block(reason)"
                     )
-        # A cancelled submission ends "aborted" (which outranks "rejected") in _close_turn.
+        # A cancelled submission ends "aborted" (which outranks "rejected") in close_turn.
         state.rejected = state.accepted == 0
 
     # --- one step ---------------------------------------------------------------------------
@@ -255,53 +295,42 @@ class Driver:
         step = StepState(number=turn.steps)
         continuing = False
         try:
-            with self._phase():
+            with self.control.phase():
                 continuing = await self.step_body(turn, step)
         finally:
             self.close_step(turn, step)
+        if continuing and self.durability.by_step:
+            # A step that ended stays ended; the last one goes out with the turn-end flush.
+            await self.durability.flush()
         return continuing
 
     async def step_body(self, turn: TurnState, step: StepState) -> bool:
         agent = self.agent
         self.drain_steering(turn, step=None)
         self.log_injected(turn, step=None)
-        assembly = await self.ctx.system_prompt.assemble(agent)
-        system = self.ctx.system_prompt.render(assembly) or None
+        assembly = await self.prompt.assemble(agent)
+        system = self.prompt.render(assembly) or None
         prefix = await self.session_prefix()
         await self.ctx.serial("agent/pre-step", PreStep(agent, turn.number, step.number, prefix))
         history = self.session.derive_messages()
-        self.session.append(StepStart.event_type, StepStart(turn=turn.number, step=step.number))
+        self.session.append(StepStart(turn=turn.number, step=step.number))
         step.opened = True
-        agent.ctx.emit("agent/step-start", StepStarted(agent, turn.number, step.number))
+        self.ctx.emit("agent/step-start", StepStarted(agent, turn.number, step.number))
 
         message, usage, finish = await self.request(
             turn, step, system, assembly.tools, prefix, history
         )
-
-        async def keep() -> Message:
-            return message
-
-        message = await self.ctx.waterfall(
-            "agent/step-result", StepResult(agent, turn.number, step.number, message), keep
-        )
-        if not isinstance(message, Message):
-            raise TypeError(f"agent/step-result listener returned {message!r}; expected a Message")
+        message = await self.step_result(turn, step, message)
         self.session.append(
-            AssistantMessageEvent.event_type,
             AssistantMessageEvent(
-                turn=turn.number,
-                step=step.number,
-                message=message,
-                finish=finish,
-                usage=usage,
-            ),
+                turn=turn.number, step=step.number, message=message, finish=finish, usage=usage
+            )
         )
         step.assembler = None
         if finish == "max-tokens":
             turn.max_tokens = True
-        calls = () if finish == "max-tokens" else message.tool_calls
-        if calls:
-            await run_tool_calls(self, turn, step, calls)
+        elif message.tool_calls:
+            await self.tools.run(turn, step, message.tool_calls)
         self.log_step_contexts(turn, step)
         return await self.continuation(turn, step, message, finish)
 
@@ -328,21 +357,9 @@ class Driver:
         history: Sequence[Message],
     ) -> tuple[Message, Usage | None, FinishReason]:
         """Call the model, retrying in the same step while ``agent/request-error`` says so."""
-        agent = self.agent
         attempt = 0
         while True:
-            seed = self.agent._seed_config()
-
-            async def keep_seed(seed: LlmCallConfig = seed) -> LlmCallConfig:
-                return seed
-
-            config = await self.ctx.waterfall(
-                "agent/request", RequestConfig(agent, turn.number, step.number, seed), keep_seed
-            )
-            if not isinstance(config, LlmCallConfig):
-                raise TypeError(
-                    f"agent/request listener returned {config!r}; expected an LlmCallConfig"
-                )
+            config = await self.request_config(turn, step)
             self.log_header(turn, step, config, system, tools, prefix)
             request = GenerateRequest(
                 config=config,
@@ -351,19 +368,7 @@ class Driver:
                 tools=tools,
                 session_id=self.session.id,
             )
-            assembler = BlockAssembler()
-            step.assembler = assembler
-            async with self.ctx.llm.stream(request) as chunks:
-                async for chunk in chunks:
-                    self.session.append(
-                        AssistantChunk.event_type,
-                        AssistantChunk(turn=turn.number, step=step.number, chunk=chunk),
-                    )
-                    agent.ctx.emit(
-                        "agent/stream-chunk",
-                        StreamChunkReceived(agent, turn.number, step.number, chunk),
-                    )
-                    assembler.feed(chunk)
+            assembler = await self.stream(turn, step, request)
             finish = assembler.finish
             if finish.reason not in ("error", "aborted"):
                 return assembler.message(), assembler.usage, finish.reason
@@ -378,10 +383,12 @@ class Driver:
 
             decision = await self.ctx.waterfall(
                 "agent/request-error",
-                RequestFailed(agent, turn.number, step.number, config, failure, attempt),
+                RequestFailed(self.agent, turn.number, step.number, config, failure, attempt),
                 give_up,
             )
-            if isinstance(decision, Retry) and not agent._cancel_requested():
+            if isinstance(decision, Retry) and not self.control.cancel_requested:
+                # A listener may have changed the history (a compaction): send what it is now.
+                history = self.session.derive_messages()
                 continue
             if decision is not None and not isinstance(decision, Retry):
                 raise TypeError(
@@ -389,14 +396,64 @@ class Driver:
                 )
             raise LlmError(failure)
 
+    async def request_config(self, turn: TurnState, step: StepState) -> LlmCallConfig:
+        """``agent/request`` on the seed config."""
+        seed = self.seed_config()
+
+        async def keep_seed() -> LlmCallConfig:
+            return seed
+
+        config = await self.ctx.waterfall(
+            "agent/request", RequestConfig(self.agent, turn.number, step.number, seed), keep_seed
+        )
+        if not isinstance(config, LlmCallConfig):
+            raise TypeError(
+                f"agent/request listener returned {config!r}; expected an LlmCallConfig"
+            )
+        return config
+
+    async def stream(
+        self, turn: TurnState, step: StepState, request: GenerateRequest
+    ) -> BlockAssembler:
+        """``llm.stream``: log and announce every chunk, and fold them into a message."""
+        assembler = BlockAssembler()
+        step.assembler = assembler
+        async with self.llm.stream(request) as chunks:
+            ctx = self.ctx
+            append = self.session.append
+            feed = assembler.feed
+            number, step_number = turn.number, step.number
+            async for chunk in chunks:
+                append(AssistantChunk(turn=number, step=step_number, chunk=chunk))
+                # Build the notification only when someone listens (#17).
+                if ctx.hears("agent/stream-chunk"):
+                    ctx.emit(
+                        "agent/stream-chunk",
+                        StreamChunkReceived(self.agent, number, step_number, chunk),
+                    )
+                feed(chunk)
+        return assembler
+
+    async def step_result(self, turn: TurnState, step: StepState, message: Message) -> Message:
+        """``agent/step-result``, then tool-call ids made unique (what the log records)."""
+
+        async def keep() -> Message:
+            return message
+
+        result = await self.ctx.waterfall(
+            "agent/step-result", StepResult(self.agent, turn.number, step.number, message), keep
+        )
+        if not isinstance(result, Message):
+            raise TypeError(f"agent/step-result listener returned {result!r}; expected a Message")
+        return unique_call_ids(result, turn=turn.number, step=step.number)
+
     async def continuation(
         self, turn: TurnState, step: StepState, message: Message, finish: str
     ) -> bool:
         """Steering drain, ``agent/turn-continuation`` and ``agent/turn-stop``."""
         agent = self.agent
         steered = self.drain_steering(turn, step=step.number)
-        wants_more = bool(step.results) and not step.concluded and finish != "max-tokens"
-        default = ContinuationDecision("continue" if wants_more else "stop")
+        default = ContinuationDecision("continue" if step.wants_more(finish) else "stop")
 
         async def keep_default() -> ContinuationDecision:
             return default
@@ -416,10 +473,16 @@ class Driver:
         if decision.action == "continue" and decision.reason:
             note = Message.user(decision.reason, source="steering")
             self.session.append(
-                SteeringMessageEvent.event_type,
-                SteeringMessageEvent(turn=turn.number, step=step.number, message=note),
+                SteeringMessageEvent(turn=turn.number, step=step.number, message=note)
             )
-        continuing = decision.action == "continue" or steered > 0 or bool(self.inbox.steering)
+        continuing = continues(
+            decision.action, steered=steered, pending_steering=bool(self.inbox.steering)
+        )
+        limit = agent.options.max_steps
+        if continuing and limit is not None and step.number >= limit:
+            # The step's tool calls are answered already; the turn ends max-steps.
+            turn.max_steps = True
+            continuing = False
         stop = await self.ctx.serial(
             "agent/turn-stop", TurnStop(agent, turn.number, step.number, continuing)
         )
@@ -436,12 +499,10 @@ class Driver:
         """Balance the log however the step ended (synchronous: safe under any cancellation)."""
         if not step.opened:
             return
-        cancelled = self.agent._cancel_requested() or self.agent._close_requested()
-        if step.assembler is not None and cancelled:
+        if step.assembler is not None and self.control.stopping:
             partial = step.assembler.interrupted_message()
             if partial is not None:
                 self.session.append(
-                    AssistantMessageEvent.event_type,
                     AssistantMessageEvent(
                         turn=turn.number,
                         step=step.number,
@@ -449,13 +510,13 @@ class Driver:
                         finish="aborted",
                         usage=step.assembler.usage,
                         interrupted=True,
-                    ),
+                    )
                 )
         step.assembler = None
-        close_tool_calls(self, turn, step)
+        self.tools.close(turn, step)
         self.log_step_contexts(turn, step)
-        self.session.append(StepEnd.event_type, StepEnd(turn=turn.number, step=step.number))
-        self.agent.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
+        self.session.append(StepEnd(turn=turn.number, step=step.number))
+        self.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
 
     # --- logging helpers --------------------------------------------------------------------
 
@@ -463,11 +524,8 @@ class Driver:
         """Log every pending steering message; return how many there were."""
         messages = self.inbox.take_steering()
         for message in messages:
-            self.session.append(
-                SteeringMessageEvent.event_type,
-                SteeringMessageEvent(turn=turn.number, step=step, message=message),
-            )
-            self.agent.ctx.emit("agent/steering", SteeringInjected(self.agent, message))
+            self.session.append(SteeringMessageEvent(turn=turn.number, step=step, message=message))
+            self.ctx.emit("agent/steering", SteeringInjected(self.agent, message))
         return len(messages)
 
     def log_injected(self, turn: TurnState, *, step: int | None) -> None:
@@ -481,10 +539,7 @@ class Driver:
         step.contexts.clear()
 
     def log_context(self, turn: TurnState, message: Message, *, step: int | None) -> None:
-        self.session.append(
-            ContextMessageEvent.event_type,
-            ContextMessageEvent(turn=turn.number, step=step, message=message),
-        )
+        self.session.append(ContextMessageEvent(turn=turn.number, step=step, message=message))
 
     def log_header(
         self,
@@ -505,7 +560,6 @@ class Driver:
         ):
             return
         self.session.append(
-            RequestHeader.event_type,
             RequestHeader(
                 turn=turn.number,
                 step=step.number,
@@ -513,15 +567,5 @@ class Driver:
                 system=system,
                 tools=tools,
                 prefix=prefix,
-            ),
+            )
         )
-
-    # --- cancellation -----------------------------------------------------------------------
-
-    def _phase(self) -> trio.CancelScope:
-        """A fresh cancel scope for one phase of a turn; ``agent.cancel()`` cancels it."""
-        scope = trio.CancelScope()
-        self.agent._phase_scope = scope
-        if self.agent._cancel_requested():
-            scope.cancel()
-        return scope

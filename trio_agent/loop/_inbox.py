@@ -53,6 +53,10 @@ class Inbox:
         self.queued.clear()
         self.steering.clear()
 
+    def drop_steering(self) -> None:
+        """Drop pending steering (a terminal stop, or the agent closing)."""
+        self.steering.clear()
+
     def take_queued(self) -> list[Message]:
         taken = list(self.queued)
         self.queued.clear()

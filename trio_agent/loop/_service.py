@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -15,13 +16,16 @@ from ..agent import (
     AgentExistsError,
     AgentHandle,
     AgentOptions,
+    AgentRegistry,
     AgentSetup,
     PersistenceUnavailableError,
 )
 from ..ids import AgentId, validate_session_id
-from ..llm import LlmCallConfig
-from ..runtime import Context, Service
-from ..session import SessionEvent, SessionHeader, repair_events
+from ..llm import LlmCallConfig, LlmService
+from ..persistence import SESSION_PERSISTENCE
+from ..prompt import SystemPrompt
+from ..runtime import Context, Disposer, Service
+from ..session import SessionEvent, SessionHeader, SessionStore, repair_events
 from ._agent import ReactLoopAgent
 
 __all__ = ["AgentConfig", "AgentLoop"]
@@ -34,8 +38,10 @@ class AgentConfig:
     """One configured agent, created when the loop loads.
 
     ``resume_session_id`` (non-empty) continues that persisted session instead of starting a
-    fresh ``{id}-session-{uuid}``; it waits for a ``session_persistence`` service, and a missing or
-    unreadable session logs a warning and starts no agent.
+    fresh ``{id}-session-{uuid}``; it waits for a ``session_persistence`` service, and a missing,
+    unreadable or busy session logs a warning and starts no agent. ``durability`` is
+    ``AgentOptions.durability`` (``None``: the default, ``"step"``); ``max_steps`` is
+    ``AgentOptions.max_steps``.
     """
 
     id: str
@@ -44,11 +50,21 @@ class AgentConfig:
     max_tokens: int | None = None
     cwd: str | None = None
     resume_session_id: str | None = None
+    durability: Literal["step", "turn"] | None = None
+    max_steps: int | None = 50
 
     @property
     def options(self) -> AgentOptions:
         """The :class:`AgentOptions` this row describes."""
-        return AgentOptions(provider=self.provider, model=self.model, max_tokens=self.max_tokens)
+        options = AgentOptions(
+            provider=self.provider,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            max_steps=self.max_steps,
+        )
+        if self.durability is None:
+            return options
+        return attrs.evolve(options, durability=self.durability)
 
 
 class AgentLoop(Service, name="agent_loop"):
@@ -56,7 +72,9 @@ class AgentLoop(Service, name="agent_loop"):
     ``ctx.agents.create/resume``.
 
     It registers the ``model`` and ``cwd`` prompt variables (resolved per agent) and creates
-    the agents listed in its config when it loads; those are owned by the loop's fiber.
+    the agents listed in its config when it loads; those are owned by the loop's fiber. Every
+    agent it made is closed when the loop unloads, whoever owns it: the loop is the code that
+    drives them, and its ``inject`` services are what they run on.
     """
 
     inject = ("agents", "sessions", "llm", "tools", "system_prompt")
@@ -77,9 +95,11 @@ class AgentLoop(Service, name="agent_loop"):
 
     def __init__(self, ctx: Context, config: AgentLoop.Config) -> None:
         super().__init__(ctx, config)
-        ctx.agents.set_factory(self)
-        ctx.system_prompt.variable("model", self._model_variable)
-        ctx.system_prompt.variable("cwd", self._cwd_variable)
+        self._llm = ctx.require(LlmService)
+        ctx.require(AgentRegistry).set_factory(self)
+        prompt = ctx.require(SystemPrompt)
+        prompt.variable("model", self._model_variable)
+        prompt.variable("cwd", self._cwd_variable)
         for row in config.agents:
             if row.resume_session_id:
                 ctx.start_soon(self._resume_configured, row, name=f"resume {row.id}")
@@ -97,7 +117,8 @@ class AgentLoop(Service, name="agent_loop"):
         """Create an agent on a fresh session ``f"{id}-session-{uuid4()}"``, owned by the calling
         context's fiber (it is disposed when that fiber unloads). Synchronous.
 
-        ``meta`` is stored in the session header; ``meta["cwd"]`` becomes the session's cwd.
+        ``meta`` is stored in the session header; ``meta["cwd"]`` becomes the session's cwd
+        and ``meta["parent_session"]`` its ``parent_session``.
         """
         owner = self.caller
         agent = self._prepare(
@@ -106,7 +127,7 @@ class AgentLoop(Service, name="agent_loop"):
         try:
             self._publish(owner, agent)
         except BaseException:
-            agent._discard_unpublished()
+            agent.discard()
             raise
         return agent
 
@@ -127,35 +148,52 @@ class AgentLoop(Service, name="agent_loop"):
         The session is prepared through the agent scope, so ``session/*`` events are aimed at
         the agent and listeners registered through ``agent.ctx`` hear them.
         """
-        if owner.agents.get(agent_id) is not None:
+        if owner.require(AgentRegistry).get(agent_id) is not None:
             raise AgentExistsError(
                 f"an agent with id {agent_id!r} is already live; dispose it first or pick another id"
             )
         scope = owner.scope_context(agent_id)
         try:
+            sessions = scope.require(SessionStore)
             if header is not None:
-                session = scope.sessions.prepare(session_id, seed=seed, header=header)
+                session = sessions.prepare(session_id, seed=seed, header=header)
             else:
                 meta = dict(meta or {})
                 cwd = meta.pop("cwd", None)
-                session = scope.sessions.prepare(session_id, meta=meta or None, seed=seed, cwd=cwd)
+                parent = meta.pop("parent_session", None)
+                session = sessions.prepare(
+                    session_id, meta=meta or None, seed=seed, cwd=cwd, parent_session=parent
+                )
+            return ReactLoopAgent(
+                agent_id=AgentId(agent_id),
+                session=session,
+                ctx=scope,
+                options=options or AgentOptions(),
+                source=source,
+                seed_config=self.seed_config,
+                max_parallel_tool_calls=self.config.max_parallel_tool_calls,
+            )
         except BaseException:
             scope.fiber.discard()
             raise
-        return ReactLoopAgent(
-            loop=self,
-            agent_id=AgentId(agent_id),
-            session=session,
-            ctx=scope,
-            options=options or AgentOptions(),
-            source=source,
-        )
 
     def _publish(self, owner: Context, agent: ReactLoopAgent) -> None:
-        """Publish session then agent, and hand the agent to its host task in ``owner``."""
-        agent.ctx.sessions.publish(agent.session)
-        registration = owner.agents.register(agent)
-        closing = owner.defer(agent.aclose, label=f"agent {agent.id}")
+        """Publish session then agent, and hand the agent to its host task in ``owner``.
+
+        The agent is closed by whichever unloads first: its owner, or this loop.
+        """
+        label = f"agent {agent.id}"
+        closing: list[Disposer] = []
+        try:
+            closing.append(owner.defer(agent.aclose, label=label))
+            if owner.fiber is not self.ctx.fiber:
+                closing.append(self.ctx.defer(agent.aclose, label=label))
+            agent.ctx.require(SessionStore).publish(agent.session)
+            registration = owner.require(AgentRegistry).register(agent)
+        except BaseException:
+            for effect in closing:
+                effect.release()
+            raise
         agent.start(owner, registration, closing)
 
     async def _setup_and_publish(
@@ -169,9 +207,31 @@ class AgentLoop(Service, name="agent_loop"):
             self._publish(owner, agent)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await agent._discard_unpublished_async()
+                await agent.adiscard()
             raise
         return AgentHandle(agent, agent.aclose)
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, owner: Context, session_id: str) -> AsyncIterator[None]:
+        """Claim ``session_id`` from the persistence service (if one is mounted) before anything
+        is published, and give the claim up again if the body fails (nothing was published).
+
+        Raises:
+            SessionBusyError: another process holds the session.
+        """
+        persistence = owner.get(SESSION_PERSISTENCE)
+        if persistence is None:
+            await trio.lowlevel.checkpoint()
+            yield
+            return
+        await persistence.acquire(session_id)
+        try:
+            yield
+        except BaseException:
+            with trio.move_on_after(owner.teardown_timeout) as budget:
+                budget.shield = True
+                await persistence.release(session_id)
+            raise
 
     # --- the AgentFactory seam --------------------------------------------------------------
 
@@ -186,11 +246,14 @@ class AgentLoop(Service, name="agent_loop"):
         agent_options: AgentOptions | None,
         setup: AgentSetup | None,
     ) -> AgentHandle:
-        """Create an agent on session ``session_id``; see ``AgentRegistry.create``."""
-        agent = self._prepare(
-            owner, agent_id, session_id, agent_options, "startup", meta=meta, seed=seed
-        )
-        return await self._setup_and_publish(owner, agent, setup)
+        """Create an agent on session ``session_id``; see ``AgentRegistry.create``. The session
+        is claimed first (``session_persistence.acquire``): one another process holds fails
+        with ``SessionBusyError`` and publishes nothing."""
+        async with self._claimed(owner, validate_session_id(session_id)):
+            agent = self._prepare(
+                owner, agent_id, session_id, agent_options, "startup", meta=meta, seed=seed
+            )
+            return await self._setup_and_publish(owner, agent, setup)
 
     async def resume_agent(
         self,
@@ -201,8 +264,12 @@ class AgentLoop(Service, name="agent_loop"):
         agent_options: AgentOptions | None,
         setup: AgentSetup | None,
     ) -> AgentHandle:
-        """Continue the persisted session ``resume_session_id``; see ``AgentRegistry.resume``."""
-        persistence = owner.get("session_persistence")
+        """Continue the persisted session ``resume_session_id``; see ``AgentRegistry.resume``.
+
+        The session is claimed before it is read (``session_persistence.acquire``, which also
+        cuts a torn tail under the claim): one another process holds fails with
+        ``SessionBusyError`` and publishes nothing."""
+        persistence = owner.get(SESSION_PERSISTENCE)
         if persistence is None:
             raise PersistenceUnavailableError(
                 f"cannot resume session {resume_session_id!r}: no 'session_persistence' service "
@@ -210,16 +277,23 @@ class AgentLoop(Service, name="agent_loop"):
                 "MemoryPersistence) first"
             )
         session_id = validate_session_id(resume_session_id)
-        stored = await persistence.load(session_id)
-        events = [*stored.events, *repair_events(stored.events)]
-        agent = self._prepare(
-            owner, agent_id, session_id, agent_options, "resume", seed=events, header=stored.header
-        )
-        return await self._setup_and_publish(owner, agent, setup)
+        async with self._claimed(owner, session_id):
+            stored = await persistence.load(session_id)
+            events = [*stored.events, *repair_events(stored.events)]
+            agent = self._prepare(
+                owner,
+                agent_id,
+                session_id,
+                agent_options,
+                "resume",
+                seed=events,
+                header=stored.header,
+            )
+            return await self._setup_and_publish(owner, agent, setup)
 
     async def _resume_configured(self, row: AgentConfig) -> None:
         ctx = self.ctx
-        await ctx.wait_for_service("session_persistence")
+        await ctx.wait_for_service(SESSION_PERSISTENCE)
         assert row.resume_session_id is not None
         try:
             await self.resume_agent(
@@ -243,7 +317,7 @@ class AgentLoop(Service, name="agent_loop"):
         """The model call config an agent starts each request from (before ``agent/request``)."""
         provider = options.provider or self.config.provider
         if provider is None:
-            names = self.ctx.llm.names()
+            names = self._llm.names()
             if len(names) != 1:
                 raise ValueError(
                     "no model provider chosen: set AgentOptions(provider=...) or the agent_loop "

@@ -7,7 +7,9 @@
     ├── SessionFormatError (ValueError)           a stored log has a format/version this build cannot read
     ├── StoredSessionNotFoundError (LookupError)  no stored log with that id
     ├── StoredSessionExistsError (ValueError)     a fresh session's id already has a stored log
-    └── SessionWriteError (OSError)               writing or syncing a log failed; the events stay buffered
+    ├── SessionWriteError (OSError)               writing or syncing a log failed; the events stay buffered
+    ├── SessionBusyError (RuntimeError)           another live writer holds the session (pid, host)
+    └── SessionTamperedError (RuntimeError)       someone else changed a live session's log; writing stopped
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from ..errors import TrioAgentError
 
 __all__ = [
     "PersistenceError",
+    "SessionBusyError",
     "SessionCorruptError",
     "SessionFormatError",
+    "SessionTamperedError",
     "SessionWriteError",
     "StoredSessionExistsError",
     "StoredSessionNotFoundError",
+    "stored_session_exists",
 ]
 
 
@@ -75,6 +80,15 @@ class StoredSessionExistsError(PersistenceError, ValueError):
         self.session_id = session_id
 
 
+def stored_session_exists(session_id: str, location: str) -> StoredSessionExistsError:
+    """The error for creating the log of ``session_id`` when ``location`` already holds one."""
+    return StoredSessionExistsError(
+        f"session {session_id!r} already has a stored log ({location}); a new session never "
+        "overwrites one: resume it (ctx.agents.resume) or pick another id",
+        session_id=session_id,
+    )
+
+
 class SessionWriteError(PersistenceError, OSError):
     """Writing or syncing a session log failed. Nothing was lost: the events stay buffered and
     the next flush retries them. ``error`` is the underlying error (also ``__cause__``, unless a
@@ -83,3 +97,34 @@ class SessionWriteError(PersistenceError, OSError):
     def __init__(self, message: str, *, error: BaseException) -> None:
         super().__init__(message)
         self.error = error
+
+
+class SessionBusyError(PersistenceError, RuntimeError):
+    """Another live writer holds the session: one session has one writer, across processes
+    (and, with a shared backend, across hosts). Raised by ``session_persistence.acquire`` before
+    anything is published, so ``ctx.agents.create/resume`` fail with it and publish nothing.
+
+    ``pid`` and ``host`` name the holder when the backend can tell (``None`` otherwise).
+    """
+
+    def __init__(
+        self, message: str, *, session_id: str, pid: int | None = None, host: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.pid = pid
+        self.host = host
+
+
+class SessionTamperedError(PersistenceError, RuntimeError):
+    """A live session's stored log was changed by someone else (replaced, truncated, appended
+    to) or its claim was lost; the writer stopped writing that session rather than write over
+    what is not its own. The unwritten events stay in memory and are reported.
+
+    ``path`` is where the log lives (a file, a database, a DSN without its password).
+    """
+
+    def __init__(self, message: str, *, session_id: str, path: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.path = path

@@ -10,8 +10,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any, NewType, NoReturn, get_args
 
+import attrs
+import cattrs
+from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError
+
+from .. import _serde
 from ..ids import SESSION_ID_PATTERN, SessionId
 from ..session import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from ._errors import SessionCorruptError, SessionFormatError
@@ -28,6 +33,7 @@ __all__ = [
     "header_from_json",
     "header_to_json",
     "jsonl_lines",
+    "session_info",
     "title_of",
 ]
 
@@ -37,18 +43,6 @@ FORMAT_TAG = "trio-agent-session"
 #: Header versions this build reads.
 SUPPORTED_VERSIONS: tuple[int, ...] = (SESSION_FORMAT_VERSION,)
 
-_HEADER_KEYS = frozenset(
-    {
-        "format",
-        "version",
-        "session_id",
-        "created_at",
-        "cwd",
-        "parent_session",
-        "seed_length",
-        "meta",
-    }
-)
 _EVENT_KEYS = frozenset({"seq", "type", "time", "data"})
 
 
@@ -98,7 +92,8 @@ def header_from_json(
     """Check a parsed header object and build the :class:`SessionHeader`.
 
     The format tag and version are checked before the shape, so a log written by a newer build
-    is reported as such even if its header looks different.
+    is reported as such even if its header looks different. The shape is structured by the
+    project's converter; every problem found is named in one message.
 
     Raises:
         SessionFormatError: not a trio-agent log, or a version this build cannot read.
@@ -116,6 +111,28 @@ def header_from_json(
 
     if type(obj) is not dict:
         corrupt(f"expected a header object, found {type(obj).__name__}")
+    _check_format(obj, where, path)
+    try:
+        record = _serde.structure(obj, _HeaderRecord)
+    except cattrs.ClassValidationError as exc:
+        corrupt(_header_problems(exc))
+    if record.session_id != str(session_id):
+        corrupt(
+            f"header names session {record.session_id!r}, but this log is stored as {session_id!r}"
+        )
+    return SessionHeader(
+        session_id=session_id,
+        created_at=record.created_at,
+        cwd=record.cwd,
+        parent_session=None if record.parent_session is None else SessionId(record.parent_session),
+        seed_length=record.seed_length,
+        meta=record.meta,
+        version=record.version,
+    )
+
+
+def _check_format(obj: dict[str, Any], where: str, path: str) -> None:
+    """Refuse a header that is not a trio-agent log of a version this build reads."""
     tag = obj.get("format")
     if tag != FORMAT_TAG:
         raise SessionFormatError(
@@ -126,53 +143,131 @@ def header_from_json(
             supported=SUPPORTED_VERSIONS,
         )
     version = obj.get("version")
-    if type(version) is not int or version not in SUPPORTED_VERSIONS:
-        supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
-        newer = type(version) is int and version > max(SUPPORTED_VERSIONS)
-        advice = (
-            "it was written by a newer trio-agent: upgrade to read it"
-            if newer
-            else "this build cannot read it"
-        )
-        raise SessionFormatError(
-            f"session log {where}: format version {version!r} is not supported (this build "
-            f"reads version {supported}); {advice}",
-            path=path,
-            found=version,
-            supported=SUPPORTED_VERSIONS,
-        )
-    keys = set(obj)
-    if keys != _HEADER_KEYS:
-        missing = sorted(_HEADER_KEYS - keys)
-        extra = sorted(keys - _HEADER_KEYS)
-        corrupt(f"header keys are wrong (missing: {missing}, unexpected: {extra})")
-    sid = obj["session_id"]
-    if sid != session_id:
-        corrupt(f"header names session {sid!r}, but this log is stored as {session_id!r}")
-    created_at = obj["created_at"]
-    if not _is_number(created_at):
-        corrupt(f"created_at is {created_at!r}, expected epoch seconds")
-    cwd = obj["cwd"]
-    if cwd is not None and type(cwd) is not str:
-        corrupt(f"cwd is {cwd!r}, expected a string or null")
-    parent = obj["parent_session"]
-    if parent is not None and (type(parent) is not str or not SESSION_ID_PATTERN.fullmatch(parent)):
-        corrupt(f"parent_session is {parent!r}, expected a session id or null")
-    seed_length = obj["seed_length"]
-    if seed_length is not None and (type(seed_length) is not int or seed_length < 0):
-        corrupt(f"seed_length is {seed_length!r}, expected a count or null")
-    meta = obj["meta"]
-    if type(meta) is not dict:
-        corrupt(f"meta is {type(meta).__name__}, expected an object")
-    return SessionHeader(
-        session_id=session_id,
-        created_at=float(created_at),
-        cwd=cwd,
-        parent_session=None if parent is None else SessionId(parent),
-        seed_length=seed_length,
-        meta=meta,
-        version=version,
+    if type(version) is int and version in SUPPORTED_VERSIONS:
+        return
+    supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
+    newer = type(version) is int and version > max(SUPPORTED_VERSIONS)
+    advice = (
+        "it was written by a newer trio-agent: upgrade to read it"
+        if newer
+        else "this build cannot read it"
     )
+    raise SessionFormatError(
+        f"session log {where}: format version {version!r} is not supported (this build "
+        f"reads version {supported}); {advice}",
+        path=path,
+        found=version,
+        supported=SUPPORTED_VERSIONS,
+    )
+
+
+# --- the stored header's shape, structured by the project's converter -----------------------
+#
+# JSON is stricter than cattrs' defaults (which would turn "1.5" into a float and 1.5 into an
+# int), so each field has a checked type of its own. A failed check raises _Mismatch, which
+# _header_problems turns into "<field> is <value>, expected <what>".
+
+
+class _Mismatch(ValueError):
+    def __init__(self, found: str, expected: str) -> None:
+        super().__init__(f"is {found}, expected {expected}")
+        self.found = found
+        self.expected = expected
+
+
+_Epoch = NewType("_Epoch", float)
+_Text = NewType("_Text", str)
+_StoredId = NewType("_StoredId", str)
+_Count = NewType("_Count", int)
+_Object = NewType("_Object", dict[str, Any])
+
+
+def _epoch(value: object, _: object) -> float:
+    if _is_number(value):
+        return float(value)  # type: ignore[arg-type]
+    raise _Mismatch(repr(value), "epoch seconds")
+
+
+def _text(value: object, _: object) -> str:
+    if type(value) is str:
+        return value
+    raise _Mismatch(repr(value), "a string")
+
+
+def _stored_id(value: object, _: object) -> str:
+    if type(value) is str and SESSION_ID_PATTERN.fullmatch(value):
+        return value
+    raise _Mismatch(repr(value), "a session id")
+
+
+def _count(value: object, _: object) -> int:
+    if type(value) is int and value >= 0:
+        return value
+    raise _Mismatch(repr(value), "a count")
+
+
+def _object(value: object, _: object) -> dict[str, Any]:
+    if type(value) is dict:
+        return value
+    raise _Mismatch(type(value).__name__, "an object")
+
+
+for _type, _hook in (
+    (_Epoch, _epoch),
+    (_Text, _text),
+    (_StoredId, _stored_id),
+    (_Count, _count),
+    (_Object, _object),
+):
+    _serde.converter.register_structure_hook(_type, _hook)
+
+
+@attrs.frozen
+class _HeaderRecord:
+    """A header line as stored (``version`` is checked before, by :func:`_check_format`)."""
+
+    format: _Text
+    version: _Count
+    session_id: _Text
+    created_at: _Epoch
+    cwd: _Text | None
+    parent_session: _StoredId | None
+    seed_length: _Count | None
+    meta: _Object
+
+
+attrs.resolve_types(_HeaderRecord)
+_NULLABLE = {
+    field.name: type(None) in get_args(field.type) for field in attrs.fields(_HeaderRecord)
+}
+
+
+def _header_problems(exc: cattrs.ClassValidationError) -> str:
+    """What is wrong with a header, in one sentence: its keys, else the values of its fields."""
+    missing: list[str] = []
+    extra: list[str] = []
+    wrong: list[str] = []
+    for error in exc.exceptions:
+        name = next(
+            (
+                n.name
+                for n in getattr(error, "__notes__", ())
+                if isinstance(n, AttributeValidationNote)
+            ),
+            None,
+        )
+        if isinstance(error, ForbiddenExtraKeysError):
+            extra.extend(error.extra_fields)
+        elif isinstance(error, KeyError) and name is not None:
+            missing.append(name)
+        elif isinstance(error, _Mismatch) and name is not None:
+            nullable = " or null" if _NULLABLE[name] else ""
+            wrong.append(f"{name} is {error.found}, expected {error.expected}{nullable}")
+        else:
+            wrong.append(f"{name or 'the header'}: {error}")
+    if missing or extra:
+        return f"header keys are wrong (missing: {sorted(missing)}, unexpected: {sorted(extra)})"
+    return "; ".join(wrong)
 
 
 def event_from_json(obj: object, seq: int) -> SessionEvent | str:
@@ -218,6 +313,12 @@ def title_of(data: object) -> str | None:
     if not text:
         return None
     return text.splitlines()[0].strip()
+
+
+def session_info(header: SessionHeader, events: Iterable[SessionEvent]) -> SessionInfo:
+    """The :class:`~trio_agent.persistence.SessionInfo` of a log: what a backend's ``infos()``
+    reports for it (turns, the title from the first prompt, the time of the last event)."""
+    return InfoBuilder(header).add_all(events).info()
 
 
 class InfoBuilder:

@@ -5,8 +5,8 @@ Layout: line 1 is the header object (no ``seq``), then one compact JSON object p
 
 Reading:
 
-* a last line that has no ``\\n``, or does not parse, is a torn write from a crash: it is ignored,
-  and cut off before the next append;
+* a last line that has no ``\\n``, or does not parse, is a torn write from a crash: it is
+  ignored (and cut off when the session is next claimed, see below);
 * a line before it that does not parse or does not fit (bad keys, a seq gap) raises
   :class:`SessionCorruptError` naming the file and the 1-based line;
 * a header with another ``format`` tag or an unsupported ``version`` raises
@@ -15,12 +15,23 @@ Reading:
   ``\\n``) cannot come from this backend (a log is created whole, by rename) and is reported as
   corrupt at line 1.
 
-Writing: the first write of a session writes header and events to a temporary file (mode
-0600), fsyncs it, links it to its final name (which fails if a log is already there), unlinks
-the temporary file and fsyncs the directory (created 0700). Later writes truncate anything after
-the last intact line, append, and fsync; a failed append is truncated back.
+One writer per session: a claim (``acquire``) is an exclusive, non-blocking ``flock`` on the
+``.jsonl`` file itself, held until ``release``; the holder's pid and host go to a sidecar,
+``.<session_id>.holder``, written under the lock and removed before it is let go, so a second
+opener can name the holder (:class:`SessionBusyError`). Claiming an existing log cuts its torn
+tail under the lock; that is the only place a tail is ever cut. A fresh session has no file to
+lock, and none is made for it: the claim is noted, and its first write creates the log already
+locked, so an unused session still leaves nothing behind.
 
-One process writes a given session at a time; readers may run concurrently.
+Writing: the first write of a session writes header and events to a temporary file (mode
+0600), fsyncs it, locks it (when the session is claimed), links it to its final name (which fails
+if a log is already there), unlinks the temporary file and fsyncs the directory (created 0700).
+Later writes first check that the file is still the one this backend wrote and exactly the
+length it committed - otherwise another program replaced, truncated or appended to it, and the
+write refuses with :class:`SessionTamperedError`, touching nothing - then append and fsync; a
+failed append is truncated back to the committed length.
+
+Readers never lock and may run concurrently with the writer.
 """
 
 from __future__ import annotations
@@ -38,7 +49,14 @@ import trio
 from ..ids import SESSION_ID_PATTERN, SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader
-from ._errors import PersistenceError, SessionCorruptError, StoredSessionExistsError
+from ._backend import Backend, Position, ReadResult
+from ._errors import (
+    PersistenceError,
+    SessionBusyError,
+    SessionCorruptError,
+    SessionTamperedError,
+    stored_session_exists,
+)
 from ._format import (
     InfoBuilder,
     decode_json,
@@ -49,14 +67,16 @@ from ._format import (
     header_to_json,
 )
 from ._fs import ensure_private_dir, fsync_dir
+from ._locks import busy_error, holder_note, lock, parse_holder, same_file
 from ._types import SessionInfo
-from ._writer import PersistenceService, Position, ReadResult
+from ._writer import PersistenceService
 
-__all__ = ["JsonlPersistence"]
+__all__ = ["JsonlBackend", "JsonlPersistence"]
 
 logger = logging.getLogger("trio_agent.persistence")
 
 _SUFFIX = ".jsonl"
+_HOLDER_SUFFIX = ".holder"
 # ``{"seq":N,"type":"T",`` - how this backend starts every event line; lets list() skip
 # parsing events it does not need.
 _EVENT_PREFIX = re.compile(rb'\{"seq":\d+,"type":"((?:[^"\\]|\\.)*)","time":')
@@ -80,19 +100,51 @@ class JsonlPersistence(PersistenceService, name="session_persistence"):
     config: JsonlPersistence.Config
 
     def __init__(self, ctx: Context, config: JsonlPersistence.Config) -> None:
-        directory = os.path.abspath(config.path)
-        super().__init__(ctx, config, _JsonlBackend(directory))
+        backend = JsonlBackend(config.path)
+        super().__init__(ctx, config, backend)
         #: The absolute directory the logs are in.
-        self.directory = directory
+        self.directory = backend.directory
+
+
+@attrs.frozen
+class _Token:
+    """A JSONL position's token: the committed byte length of the log, and the file it is in
+    (device, inode), so a write can tell the file was replaced."""
+
+    length: int
+    file: tuple[int, int]
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
 
 
 @final
-class _JsonlBackend:
+class JsonlBackend(Backend):
+    """The :class:`~trio_agent.persistence.Backend` of :class:`JsonlPersistence`:
+    ``<directory>/<session_id>.jsonl``, in the layout :mod:`trio_agent.persistence._jsonl`
+    describes (``directory`` is resolved against the working directory now; it is created,
+    mode 0700, by the first write)."""
+
     def __init__(self, directory: str) -> None:
-        self.directory = directory
+        #: The absolute directory the logs are in.
+        self.directory = os.path.abspath(directory)
+        #: Claimed sessions -> the locked log's descriptor (``None``: no log yet, the first
+        #: write creates it locked). Touched by one worker thread at a time per session.
+        self._claims: dict[SessionId, int | None] = {}
+        #: Sessions whose failed append could not be cut back: the bytes after the committed
+        #: length are this backend's own, and the next append may cut them.
+        self._dirty: set[SessionId] = set()
+
+    def __repr__(self) -> str:
+        return f"<JsonlBackend {self.directory}>"
 
     def location(self, session_id: SessionId) -> str:
         return os.path.join(self.directory, session_id + _SUFFIX)
+
+    def _holder_path(self, session_id: SessionId) -> str:
+        return os.path.join(self.directory, f".{session_id}{_HOLDER_SUFFIX}")
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -104,13 +156,14 @@ class _JsonlBackend:
         try:
             with open(path, "rb") as file:
                 data = file.read()
+                identity = _identity(file.fileno())
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise PersistenceError(
                 f"cannot read session log {path}: {exc}; check that it is a readable file"
             ) from exc
-        return _parse(data, path, session_id)
+        return _parse(data, path, session_id, identity)
 
     async def exists(self, session_id: SessionId) -> bool:
         return await trio.to_thread.run_sync(os.path.isfile, self.location(session_id))
@@ -141,6 +194,74 @@ class _JsonlBackend:
             infos.append(info)
         return infos
 
+    # --- claims -----------------------------------------------------------------------------
+
+    async def acquire(self, session_id: SessionId) -> None:
+        await trio.to_thread.run_sync(self._acquire, session_id)
+
+    def _acquire(self, session_id: SessionId) -> None:
+        if session_id in self._claims:
+            return
+        path = self.location(session_id)
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                self._claims[session_id] = None  # the first write creates it, locked
+                return
+            except OSError as exc:
+                raise PersistenceError(
+                    f"cannot open session log {path} to claim it: {exc}; check that it is a "
+                    "readable and writable file"
+                ) from exc
+            try:
+                if not lock(fd):
+                    raise self._busy(session_id)
+                if same_file(fd, path):  # else it was replaced before the lock: lock the new one
+                    _cut_torn_tail(fd)
+                    self._note_holder(session_id)
+                    self._claims[session_id] = fd
+                    return
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+
+    def _busy(self, session_id: SessionId) -> SessionBusyError:
+        try:
+            with open(self._holder_path(session_id), "rb") as file:
+                note = file.read(4096)
+        except OSError:
+            note = b""
+        return busy_error(session_id, self.location(session_id), *parse_holder(note))
+
+    def _note_holder(self, session_id: SessionId) -> None:
+        """Record this process as the holder (the caller holds the session's lock)."""
+        fd = os.open(
+            self._holder_path(session_id),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+            _FILE_MODE,
+        )
+        try:
+            _write_all(fd, holder_note())
+        finally:
+            os.close(fd)
+
+    async def release(self, session_id: SessionId) -> None:
+        await trio.to_thread.run_sync(self._release, session_id)
+
+    def _release(self, session_id: SessionId) -> None:
+        fd = self._claims.pop(session_id, None)
+        self._dirty.discard(session_id)
+        if fd is None:
+            return
+        try:
+            os.unlink(self._holder_path(session_id))  # still under the lock: the note is ours
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     # --- writing ----------------------------------------------------------------------------
 
     async def write(
@@ -160,52 +281,71 @@ class _JsonlBackend:
         ensure_private_dir(self.directory)
         final_path = self.location(session_id)
         temp = os.path.join(self.directory, f".{session_id}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
+        claimed = session_id in self._claims
+        keep = False
         try:
             try:
                 _write_all(fd, head + payload)
                 os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(temp, final_path)
-            except FileExistsError:
-                raise StoredSessionExistsError(
-                    f"session {session_id!r} already has a stored log at {final_path}; a new "
-                    "session never overwrites one: resume it (ctx.agents.resume) or pick another id",
-                    session_id=session_id,
-                ) from None
-            try:
-                fsync_dir(self.directory)
-            except BaseException:
-                # Not durable, so not done: the retry creates the log again.
+                # Locked before it has its name, so no other writer can ever lock it first.
+                if claimed:
+                    lock(fd)
                 try:
-                    os.unlink(final_path)
-                except OSError:
+                    os.link(temp, final_path)
+                except FileExistsError:
+                    raise stored_session_exists(session_id, final_path) from None
+                try:
+                    fsync_dir(self.directory)
+                except BaseException:
+                    # Not durable, so not done: the retry creates the log again.
+                    try:
+                        os.unlink(final_path)
+                    except OSError:
+                        pass
+                    raise
+            finally:
+                try:
+                    os.unlink(temp)
+                except FileNotFoundError:
                     pass
-                raise
+            identity = _identity(fd)
+            if claimed:
+                self._note_holder(session_id)
+                self._claims[session_id] = fd
+                keep = True
         finally:
-            try:
-                os.unlink(temp)
-            except FileNotFoundError:
-                pass
-        return Position(count, len(head) + len(payload))
+            if not keep:
+                os.close(fd)
+        return Position(count, _Token(len(head) + len(payload), identity))
 
     def _append(
         self, session_id: SessionId, position: Position, payload: bytes, count: int
     ) -> Position:
         path = self.location(session_id)
-        committed: int = position.token
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        token = position.token
+        if not isinstance(token, _Token):
+            raise TypeError(
+                f"{position!r} did not come from a JsonlBackend; pass back the position its "
+                "read or write returned"
+            )
+        committed = token.length
         try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise self._tampered(session_id, "is gone (removed or renamed)") from None
+        try:
+            if _identity(fd) != token.file:
+                raise self._tampered(session_id, "was replaced by another file")
             size = os.fstat(fd).st_size
-            if size < committed:
-                raise PersistenceError(
-                    f"session log {path} is {size} bytes, shorter than the {committed} bytes "
-                    "already written to it; another program changed it. Load the session again"
-                )
-            if size > committed:  # a torn line from a crash, or a failed append: cut it off
-                os.ftruncate(fd, committed)
+            if size != committed:
+                if not (size > committed and session_id in self._dirty):
+                    change = "truncated" if size < committed else "appended to"
+                    raise self._tampered(
+                        session_id,
+                        f"was {change}: it is {size} bytes, but this process committed {committed}",
+                    )
+                os.ftruncate(fd, committed)  # what our own failed append left
             try:
                 os.lseek(fd, committed, os.SEEK_SET)
                 _write_all(fd, payload)
@@ -215,14 +355,31 @@ class _JsonlBackend:
                     os.ftruncate(fd, committed)
                     os.fsync(fd)
                 except OSError:
-                    pass  # the next append cuts it off from ``committed`` anyway
+                    self._dirty.add(session_id)  # the next append cuts our bytes off
                 raise
+            self._dirty.discard(session_id)
         finally:
             os.close(fd)
-        return Position(position.count + count, committed + len(payload))
+        return Position(position.count + count, _Token(committed + len(payload), token.file))
+
+    def _tampered(self, session_id: SessionId, change: str) -> SessionTamperedError:
+        path = self.location(session_id)
+        return SessionTamperedError(
+            f"session log {path} {change} since this process last wrote it; another program "
+            "changed it, so nothing more is written to it",
+            session_id=session_id,
+            path=path,
+        )
 
     async def aclose(self) -> None:
-        await trio.lowlevel.checkpoint()
+        if self._claims:
+            await trio.to_thread.run_sync(self._release_all)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def _release_all(self) -> None:
+        for session_id in list(self._claims):
+            self._release(session_id)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -230,6 +387,38 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _rfind_newline(fd: int, end: int) -> int:
+    """The offset of the last ``\\n`` before ``end`` in the file open as ``fd``, or -1."""
+    while end > 0:
+        start = max(0, end - 65536)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            return start + at
+        end = start
+    return -1
+
+
+def _cut_torn_tail(fd: int) -> None:
+    """Cut off the torn tail of a log the caller holds the lock of: what :func:`_parse` leaves
+    out (an incomplete last line, or a last line that does not parse), reading only the end."""
+    size = os.fstat(fd).st_size
+    last = _rfind_newline(fd, size)
+    if last < 0:
+        return  # no complete header line: not a torn tail, read reports the file
+    intact = last + 1
+    if intact == size:
+        before = _rfind_newline(fd, last)
+        if before < 0:
+            return  # the header is the only line
+        try:
+            _parse_line(os.pread(fd, last - before - 1, before + 1))
+            return
+        except ValueError:
+            intact = before + 1
+    os.ftruncate(fd, intact)
+    os.fsync(fd)
 
 
 # --- parsing --------------------------------------------------------------------------------
@@ -268,7 +457,7 @@ def _parse_line(raw: bytes) -> object:
     return decode_json(raw.decode("utf-8"))
 
 
-def _parse(data: bytes, path: str, session_id: SessionId) -> ReadResult:
+def _parse(data: bytes, path: str, session_id: SessionId, identity: tuple[int, int]) -> ReadResult:
     lines, committed = _split(data, path)
     try:
         head = _parse_line(lines[0])
@@ -283,7 +472,7 @@ def _parse(data: bytes, path: str, session_id: SessionId) -> ReadResult:
         try:
             obj = _parse_line(raw)
         except ValueError as exc:
-            if index == last:  # a torn last line: ignored, cut off before the next append
+            if index == last:  # a torn last line: ignored, cut off by the next claim
                 committed -= len(raw) + 1
                 break
             raise _corrupt(path, index + 1, f"the line does not parse ({exc})") from None
@@ -291,7 +480,7 @@ def _parse(data: bytes, path: str, session_id: SessionId) -> ReadResult:
         if type(event) is str:
             raise _corrupt(path, index + 1, event)
         events.append(event)  # type: ignore[arg-type]
-    return ReadResult(header, tuple(events), Position(len(events), committed))
+    return ReadResult(header, tuple(events), Position(len(events), _Token(committed, identity)))
 
 
 def _summarise(data: bytes, path: str, session_id: SessionId) -> SessionInfo:

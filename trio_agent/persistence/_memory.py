@@ -1,7 +1,9 @@
-"""The memory backend: the protocol on plain dicts, for tests."""
+"""The memory backend: the protocol on plain dicts, for tests and examples."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Sequence
 from typing import Any, final
 
@@ -11,7 +13,13 @@ import trio
 from ..ids import SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader, snapshot_json
-from ._errors import PersistenceError, StoredSessionExistsError
+from ._backend import Backend, Position, ReadResult
+from ._errors import (
+    PersistenceError,
+    SessionCorruptError,
+    SessionTamperedError,
+    stored_session_exists,
+)
 from ._format import (
     InfoBuilder,
     event_from_json,
@@ -19,10 +27,13 @@ from ._format import (
     header_from_json,
     header_to_json,
 )
+from ._locks import busy_error
 from ._types import SessionInfo
-from ._writer import PersistenceService, Position, ReadResult
+from ._writer import PersistenceService
 
-__all__ = ["MemoryPersistence", "MemoryStorage"]
+__all__ = ["MemoryBackend", "MemoryPersistence", "MemoryStorage"]
+
+logger = logging.getLogger("trio_agent.persistence")
 
 
 @final
@@ -30,15 +41,18 @@ class MemoryStorage:
     """The logs a :class:`MemoryPersistence` keeps: the JSON form of each header and event,
     deep-copied in and out, so nothing a caller holds is shared with the store.
 
-    Pass one storage to several runtimes (``MemoryPersistence.Config(storage=...)``) to test
-    what a restart sees.
+    Pass one storage to several runtimes (``MemoryPersistence.Config(storage=...)``, or one
+    :class:`MemoryBackend` each) to test what a restart, or a second process, sees: each backend
+    over it is one writer, and a session claimed by one is busy for the others.
     """
 
-    __slots__ = ("logs",)
+    __slots__ = ("claims", "logs")
 
     def __init__(self) -> None:
         #: session id → (header JSON, [event JSON, ...]).
         self.logs: dict[SessionId, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        #: session id → the backend holding its claim (the in-process claim table).
+        self.claims: dict[SessionId, MemoryBackend] = {}
 
     def __repr__(self) -> str:
         return f"<MemoryStorage of {len(self.logs)} sessions>"
@@ -60,16 +74,28 @@ class MemoryPersistence(PersistenceService, name="session_persistence"):
     config: MemoryPersistence.Config
 
     def __init__(self, ctx: Context, config: MemoryPersistence.Config) -> None:
-        storage = config.storage if config.storage is not None else MemoryStorage()
-        super().__init__(ctx, config, _MemoryBackend(storage))
+        backend = MemoryBackend(config.storage)
+        super().__init__(ctx, config, backend)
         #: The logs this instance writes.
-        self.storage = storage
+        self.storage = backend.storage
 
 
 @final
-class _MemoryBackend:
-    def __init__(self, storage: MemoryStorage) -> None:
-        self.storage = storage
+class MemoryBackend(Backend):
+    """The :class:`~trio_agent.persistence.Backend` of :class:`MemoryPersistence`: logs kept in
+    a :class:`MemoryStorage` (a fresh one when ``storage`` is ``None``).
+
+    Every write is atomic and "durable" at once: there is no cache between the process and the
+    storage, so nothing a write returned can be lost. (Wrap it in
+    :class:`trio_agent.testing.FaultyBackend` to model a lost sync.)
+    """
+
+    def __init__(self, storage: MemoryStorage | None = None) -> None:
+        #: The logs this backend reads and writes.
+        self.storage = MemoryStorage() if storage is None else storage
+
+    def __repr__(self) -> str:
+        return f"<MemoryBackend of {len(self.storage.logs)} sessions>"
 
     def location(self, session_id: SessionId) -> str:
         return f"memory:{session_id}"
@@ -86,7 +112,7 @@ class _MemoryBackend:
         for seq, row in enumerate(rows):
             event = event_from_json(snapshot_json(row), seq)
             if type(event) is str:
-                raise PersistenceError(f"{where}: event {seq} is malformed: {event}")
+                raise SessionCorruptError(f"{where}: event {seq} is malformed: {event}", path=where)
             events.append(event)  # type: ignore[arg-type]
         return ReadResult(header, tuple(events), Position(len(events)))
 
@@ -98,7 +124,11 @@ class _MemoryBackend:
         await trio.lowlevel.checkpoint()
         infos = []
         for sid, (head, rows) in self.storage.logs.items():
-            header = header_from_json(head, path=self.location(sid), line=None, session_id=sid)
+            try:
+                header = header_from_json(head, path=self.location(sid), line=None, session_id=sid)
+            except PersistenceError as exc:
+                logger.warning("skipping unreadable session %s: %s", self.location(sid), exc)
+                continue
             builder = InfoBuilder(header)
             for row in rows:
                 builder.add(row["type"], row["time"], row["data"])
@@ -119,21 +149,35 @@ class _MemoryBackend:
         sid = header.session_id
         if position is None:
             if sid in logs:
-                raise StoredSessionExistsError(
-                    f"session {sid!r} already has a stored log in memory; a new session never "
-                    "overwrites one: resume it (ctx.agents.resume) or pick another id",
-                    session_id=sid,
-                )
+                raise stored_session_exists(sid, self.location(sid))
             logs[sid] = (snapshot_json(header_to_json(header)), rows)
             return Position(len(rows))
         stored = logs.get(sid)
-        if stored is None or len(stored[1]) < position.count:
-            raise PersistenceError(
-                f"session {sid!r}: the memory log lost events since it was loaded; load it again"
+        if stored is None or len(stored[1]) != position.count:
+            found = "gone" if stored is None else f"{len(stored[1])} events long"
+            raise SessionTamperedError(
+                f"session {sid!r}: the memory log is {found}, but {position.count} events were "
+                "written or loaded here; another writer changed it, so nothing more is written "
+                "to it",
+                session_id=sid,
+                path=self.location(sid),
             )
-        del stored[1][position.count :]
         stored[1].extend(rows)
         return Position(position.count + len(rows))
 
+    async def acquire(self, session_id: SessionId) -> None:
+        await trio.lowlevel.checkpoint()
+        holder = self.storage.claims.setdefault(session_id, self)
+        if holder is not self:
+            raise busy_error(session_id, self.location(session_id), os.getpid(), None)
+
+    async def release(self, session_id: SessionId) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.storage.claims.get(session_id) is self:
+            del self.storage.claims[session_id]
+
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
+        claims = self.storage.claims
+        for session_id in [sid for sid, holder in claims.items() if holder is self]:
+            del claims[session_id]

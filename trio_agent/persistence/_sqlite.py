@@ -9,6 +9,14 @@ One row per event; every write is one ``BEGIN IMMEDIATE`` transaction with
 ``synchronous=FULL``, so a flush is all-or-nothing and durable when it returns. The one
 connection is used from one worker thread at a time (a trio lock serialises the calls); the
 database is opened on first use, its directory created 0700 and its file 0600.
+
+One writer per session: a claim (``acquire``) is an exclusive, non-blocking ``flock`` on a lock
+file beside the database, ``<database>.<session_id>.lock`` (0600), which holds the holder's pid
+and host; it is removed, still locked, when the claim is released. ``flock`` excludes processes
+on one host; several hosts sharing one database file over a network file system are not kept
+apart (use a server database for that). An append first checks that the session holds exactly
+the events this backend wrote; otherwise another program changed it, and the write refuses with
+:class:`SessionTamperedError`.
 """
 
 from __future__ import annotations
@@ -25,26 +33,27 @@ import trio
 from ..ids import SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader
+from ._backend import Backend, Position, ReadResult
 from ._errors import (
     PersistenceError,
     SessionCorruptError,
     SessionFormatError,
-    StoredSessionExistsError,
+    SessionTamperedError,
+    stored_session_exists,
 )
 from ._format import (
-    InfoBuilder,
-    decode_json,
     encode_json,
     event_from_json,
     header_from_json,
     header_to_json,
-    title_of,
 )
 from ._fs import ensure_private_dir
+from ._locks import busy_error, holder_note, lock, parse_holder, same_file
+from ._tables import decode_column, infos_from_rows, infos_query
 from ._types import SessionInfo
-from ._writer import PersistenceService, Position, ReadResult
+from ._writer import PersistenceService
 
-__all__ = ["SqlitePersistence"]
+__all__ = ["SqliteBackend", "SqlitePersistence"]
 
 logger = logging.getLogger("trio_agent.persistence")
 
@@ -91,19 +100,30 @@ class SqlitePersistence(PersistenceService, name="session_persistence"):
     config: SqlitePersistence.Config
 
     def __init__(self, ctx: Context, config: SqlitePersistence.Config) -> None:
-        path = os.path.abspath(config.path)
-        super().__init__(ctx, config, _SqliteBackend(path))
+        backend = SqliteBackend(config.path)
+        super().__init__(ctx, config, backend)
         #: The absolute path of the database file.
-        self.path = path
+        self.path = backend.path
 
 
 @final
-class _SqliteBackend:
+class SqliteBackend(Backend):
+    """The :class:`~trio_agent.persistence.Backend` of :class:`SqlitePersistence`: every session
+    in the database at ``path`` (resolved against the working directory now), with the schema
+    :mod:`trio_agent.persistence._sqlite` describes. The database is opened by the first call
+    that needs it and created by the first write."""
+
     def __init__(self, path: str) -> None:
-        self.path = path
+        #: The absolute path of the database file.
+        self.path = os.path.abspath(path)
         self._lock = trio.Lock()
         # A list, so the connection can be set without rebinding an attribute.
         self._db: list[sqlite3.Connection] = []
+        #: Claimed sessions -> the descriptor of their locked lock file.
+        self._claims: dict[SessionId, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<SqliteBackend {self.path}>"
 
     def location(self, session_id: SessionId) -> str:
         return f"{self.path} (session {session_id!r})"
@@ -238,16 +258,13 @@ class _SqliteBackend:
         return ReadResult(header, tuple(events), Position(len(events)))
 
     def _decode(self, text: object, session_id: SessionId, what: str) -> object:
-        try:
-            if type(text) is not str:
-                raise ValueError(f"found {type(text).__name__}, expected JSON text")
-            return decode_json(text)
-        except ValueError as exc:
-            raise SessionCorruptError(
-                f"session database {self.path}, session {session_id!r}: the {what} is not valid "
-                f"JSON ({exc}); restore the database from a backup",
-                path=self.path,
-            ) from None
+        return decode_column(
+            text,
+            session_id=session_id,
+            what=what,
+            place=f"session database {self.path}",
+            path=self.path,
+        )
 
     async def exists(self, session_id: SessionId) -> bool:
         return await self._query(self._exists, False, session_id)
@@ -261,30 +278,59 @@ class _SqliteBackend:
         return await self._query(self._infos, [])
 
     def _infos(self, db: sqlite3.Connection) -> list[SessionInfo]:
-        rows = db.execute(
-            """SELECT s.id, s.header, s.updated_at,
-                (SELECT COUNT(*) FROM events e
-                    WHERE e.session_id = s.id AND e.type = 'turn/start'),
-                (SELECT data FROM events e
-                    WHERE e.session_id = s.id AND e.type = 'user/message'
-                    ORDER BY e.seq LIMIT 1)
-            FROM sessions s"""
-        ).fetchall()
-        infos = []
-        for sid, head, updated_at, turns, prompt in rows:
-            try:
-                header = header_from_json(
-                    self._decode(head, sid, "header"), path=self.path, line=None, session_id=sid
-                )
-                title = None if prompt is None else title_of(self._decode(prompt, sid, "prompt"))
-            except PersistenceError as exc:
-                logger.warning("skipping unreadable session %r in %s: %s", sid, self.path, exc)
-                continue
-            builder = InfoBuilder(header)
-            infos.append(
-                attrs.evolve(builder.info(), updated_at=updated_at, turns=turns, title=title)
-            )
-        return infos
+        rows = db.execute(infos_query("sessions", "events")).fetchall()
+        return infos_from_rows(rows, place=f"session database {self.path}", path=self.path)
+
+    # --- claims -----------------------------------------------------------------------------
+
+    def _lock_path(self, session_id: SessionId) -> str:
+        return f"{self.path}.{session_id}.lock"
+
+    async def acquire(self, session_id: SessionId) -> None:
+        await trio.to_thread.run_sync(self._acquire, session_id)
+
+    def _acquire(self, session_id: SessionId) -> None:
+        if session_id in self._claims:
+            return
+        path = self._lock_path(session_id)
+        try:
+            ensure_private_dir(os.path.dirname(self.path))
+            while True:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                try:
+                    if not lock(fd):
+                        pid, host = parse_holder(os.pread(fd, 4096, 0))
+                        raise busy_error(session_id, self.location(session_id), pid, host)
+                    # A releasing holder removes the file before letting go of it: lock the
+                    # file the name holds now, not the removed one.
+                    if same_file(fd, path):
+                        os.ftruncate(fd, 0)
+                        os.pwrite(fd, holder_note(), 0)
+                        self._claims[session_id] = fd
+                        return
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)
+        except OSError as exc:
+            raise PersistenceError(
+                f"cannot claim session {session_id!r}: the lock file {path} cannot be used "
+                f"({exc}); check the permissions of {os.path.dirname(self.path)}"
+            ) from exc
+
+    async def release(self, session_id: SessionId) -> None:
+        await trio.to_thread.run_sync(self._release, session_id)
+
+    def _release(self, session_id: SessionId) -> None:
+        fd = self._claims.pop(session_id, None)
+        if fd is None:
+            return
+        try:
+            os.unlink(self._lock_path(session_id))  # still locked: nobody else uses this file
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -317,21 +363,18 @@ class _SqliteBackend:
                             (sid, head, header.created_at, updated_at),
                         )
                     except sqlite3.IntegrityError:
-                        raise StoredSessionExistsError(
-                            f"session {sid!r} already has a stored log in {self.path}; a new "
-                            "session never overwrites one: resume it (ctx.agents.resume) or pick "
-                            "another id",
-                            session_id=sid,
-                        ) from None
+                        raise stored_session_exists(sid, self.location(sid)) from None
                 else:
                     stored = db.execute(
                         "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE session_id = ?", (sid,)
                     ).fetchone()[0]
                     if stored != start:
-                        raise PersistenceError(
+                        raise SessionTamperedError(
                             f"session {sid!r} in {self.path} holds {stored} events, but "
-                            f"{start} were written or loaded here; another program changed it. "
-                            "Load the session again"
+                            f"{start} were written or loaded here; another program changed it, "
+                            "so nothing more is written to it",
+                            session_id=sid,
+                            path=self.location(sid),
                         )
                     db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (updated_at, sid))
                 db.executemany(
@@ -349,6 +392,8 @@ class _SqliteBackend:
 
     async def aclose(self) -> None:
         async with self._lock:
+            for session_id in list(self._claims):
+                await trio.to_thread.run_sync(self._release, session_id)
             if self._db:
                 db = self._db.pop()
                 await trio.to_thread.run_sync(db.close)

@@ -7,9 +7,10 @@ from typing import Protocol
 import attrs
 
 from ..ids import SessionId
+from ..runtime import ServiceKey
 from ..session import SessionEvent, SessionHeader
 
-__all__ = ["SessionInfo", "SessionPersistence", "StoredSession"]
+__all__ = ["SESSION_PERSISTENCE", "SessionInfo", "SessionPersistence", "StoredSession"]
 
 
 @attrs.frozen
@@ -75,3 +76,33 @@ class SessionPersistence(Protocol):
             ValueError: the id is not a valid session id.
         """
         ...
+
+    async def acquire(self, session_id: str) -> None:
+        """Claim ``session_id`` for this process's writer; call it before a session with that
+        id is created or resumed, so a refusal comes before anything is published
+        (``ctx.agents.create/resume`` do). One session has one writer across processes.
+
+        The claim lasts until the writer is done with the session (after its final write), until
+        :meth:`release` if no session is published after all, or until the service unloads; a
+        process that dies loses its claims. A session published without a claim (the synchronous
+        ``ctx.sessions.create``) is claimed by its first write, whose flush raises instead.
+
+        Raises:
+            ValueError: the id is not a valid session id.
+            SessionBusyError: another writer holds the session (``pid``, ``host`` name it).
+        """
+        ...
+
+    async def release(self, session_id: str) -> None:
+        """Give up a claim :meth:`acquire` took when no session is published with it after all
+        (a failed set-up). A claim a live session needs is kept until its final write.
+
+        Raises:
+            ValueError: the id is not a valid session id.
+        """
+        ...
+
+
+#: The typed key of ``ctx.session_persistence``: ``ctx.require(SESSION_PERSISTENCE)`` returns the
+#: mounted backend as a :class:`SessionPersistence`, whichever one it is.
+SESSION_PERSISTENCE: ServiceKey[SessionPersistence] = ServiceKey("session_persistence")

@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from ..llm import ToolSchema
-from ..runtime import Context, Disposer, Scope, Service
+from ..runtime import Context, Disposer, Scope, Service, ServiceKey
 from ._errors import PromptConflictError, PromptDefinitionError
 from ._render import VARIABLE_NAME, render_prompt
 from ._types import (
@@ -29,9 +29,13 @@ __all__ = ["SystemPrompt"]
 
 
 class _ToolSchemas(Protocol):
-    """The part of ``ctx.tools`` the prompt reads (looked up by service name, not imported)."""
+    """The part of ``ctx.tools`` the prompt reads (looked up by key: tools is a sibling layer,
+    not imported)."""
 
     def schemas(self, agent: AgentLike | None = None) -> tuple[ToolSchema, ...]: ...
+
+
+_TOOLS: ServiceKey[_ToolSchemas] = ServiceKey("tools")
 
 
 @attrs.define(eq=False)
@@ -168,7 +172,7 @@ class SystemPrompt(Service, name="system_prompt"):
             entry.name: await _resolve(entry, "variable", agent)
             for entry in self._effective(self._variables, scope)
         }
-        registry: _ToolSchemas | None = self.ctx.get("tools")
+        registry = self.ctx.get(_TOOLS)
         tools = () if registry is None else tuple(registry.schemas(agent))
         assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
         request = PromptAssembleRequest(assembly, agent)

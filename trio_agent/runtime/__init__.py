@@ -9,6 +9,7 @@ from ._core import FiberState as FiberState
 from ._core import Plugin as Plugin
 from ._core import Scope as Scope
 from ._core import Service as Service
+from ._core import ServiceKey as ServiceKey
 from ._core import open_runtime as open_runtime
 from ._disposer import Disposer as Disposer
 from ._errors import InactiveContextError as InactiveContextError
@@ -29,6 +30,7 @@ __all__ = [
     "Scope",
     "Service",
     "ServiceConflictError",
+    "ServiceKey",
     "ServiceNotFoundError",
     "open_runtime",
 ]

@@ -19,7 +19,7 @@ import inspect
 import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, ClassVar, Self, TypeVar, final
+from typing import Any, ClassVar, Generic, Self, TypeVar, final, overload
 
 import attrs
 import cattrs
@@ -33,7 +33,7 @@ from ._errors import (
     ServiceConflictError,
     ServiceNotFoundError,
 )
-from ._events import EventBus, Hook, Next
+from ._events import EventBus, Hook, Next, is_async_callable
 
 __all__ = [
     "Context",
@@ -42,6 +42,7 @@ __all__ = [
     "Plugin",
     "Scope",
     "Service",
+    "ServiceKey",
     "open_runtime",
 ]
 
@@ -95,6 +96,43 @@ class _Unset(enum.Enum):
 
 #: Sentinel for "dispatch at the dispatching context's own scope".
 _SAME_SCOPE = _Unset.UNSET
+
+
+S = TypeVar("S")
+
+
+@final
+class ServiceKey(Generic[S]):
+    """The typed name of a service whose providers share a protocol, not a class.
+
+    ``SESSION_PERSISTENCE: ServiceKey[SessionPersistence] = ServiceKey("session_persistence")``
+    lets ``ctx.require(SESSION_PERSISTENCE)`` return a ``SessionPersistence`` whichever backend
+    is mounted. Services that are one class are keyed by the class itself
+    (``ctx.require(ToolRegistry)``).
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ServiceKey({self.name!r})"
+
+
+def _key_of(key: str | type[Any] | ServiceKey[Any]) -> tuple[str, type[Any] | None]:
+    """The service name ``key`` stands for, and the class the service must be (if any)."""
+    if isinstance(key, str):
+        return key, None
+    if isinstance(key, ServiceKey):
+        return key.name, None
+    name = getattr(key, "service_name", None) if isinstance(key, type) else None
+    if not isinstance(name, str):
+        raise TypeError(
+            f"{key!r} does not name a service: pass a Service subclass declared with "
+            "name=..., a ServiceKey, or a service name"
+        )
+    return name, key
 
 
 # ------------------------------------------------------------------------------------------------
@@ -409,6 +447,17 @@ class Fiber:
         await self._dispose_via_handle()
         self.state = FiberState.FAILED
 
+    async def stop_tasks(self) -> None:
+        """Cancel this fiber's tasks and wait until every one has exited.
+
+        The fiber stays as it is (its effects are untouched, and a task started later runs in a
+        fresh nursery). Unloading does this too, between withdrawing the services and running
+        the disposers; an agent's host calls it on ``agent.ctx``'s fiber when the agent stops,
+        so the agent's background tasks end before it is unregistered. Not shielded: run it
+        under a shielded, budgeted scope when it must finish during a cancellation.
+        """
+        await self._stop_tasks()
+
     async def _stop_tasks(self) -> None:
         if self._host_done is None:
             return
@@ -569,12 +618,16 @@ class Context:
     to one scope (``None`` for global). Services are attributes: ``ctx.llm``, ``ctx.sessions``.
     """
 
-    __slots__ = ("__weakref__", "fiber", "runtime", "scope")
+    __slots__ = ("__weakref__", "_listeners", "_views", "fiber", "runtime", "scope")
 
     def __init__(self, runtime: _Runtime, fiber: Fiber, scope: Scope | None) -> None:
         self.runtime = runtime
         self.fiber = fiber
         self.scope = scope
+        self._listeners = runtime.bus.table
+        # Service views bound to this context, by service name, with the instance they view:
+        # made once per (context, instance) instead of per lookup (#17, many agents).
+        self._views: dict[str, tuple[Service, Service]] | None = None
 
     def __repr__(self) -> str:
         return f"<Context {self.fiber.name}{' ' + repr(self.scope) if self.scope else ''}>"
@@ -732,8 +785,13 @@ class Context:
         earlier one).
         """
         self.fiber.check_active()
-        hook = Hook(name, listener, self.scope, self.fiber)
         bus = self.runtime.bus
+        if bus.is_waterfall(name) and not is_async_callable(listener):
+            raise TypeError(
+                f"{name!r} is a waterfall event: its listener must be "
+                f"`async def listener(payload, next)`, got the synchronous {listener!r}"
+            )
+        hook = Hook(name, listener, self.scope, self.fiber)
         bus.add(hook, prepend=prepend)
         return self.fiber.add(Disposer(lambda: bus.remove(hook), label=f"on {name}"))
 
@@ -746,9 +804,19 @@ class Context:
         dispatch is aimed at (default: this context's scope; ``None`` reaches global listeners
         only).
         """
-        bus = self.runtime.bus
-        if bus.count(name):
-            bus.emit(name, payload, self._chain(target))
+        # No listener: one dict membership test, no allocation (a hot-path guarantee, #17).
+        if name in self._listeners:
+            self.runtime.bus.emit(name, payload, self._chain(target))
+
+    def hears(self, name: str) -> bool:
+        """Whether any listener of ``name`` is registered (in any scope); O(1), no allocation.
+
+        Hot paths use it to skip building a notification payload nobody would receive::
+
+            if ctx.hears("agent/stream-chunk"):
+                ctx.emit("agent/stream-chunk", StreamChunkReceived(...))
+        """
+        return name in self._listeners
 
     async def waterfall(
         self,
@@ -800,34 +868,105 @@ class Context:
         self.fiber._provided.append(disposer)
         return disposer
 
-    def get(self, name: str) -> Any:
-        """Return the service ``name`` (bound to this context), or ``None`` if none is live."""
+    @overload
+    def get(self, key: str) -> Any: ...
+
+    @overload
+    def get(self, key: type[S] | ServiceKey[S]) -> S | None: ...
+
+    def get(self, key: str | type[Any] | ServiceKey[Any]) -> Any:
+        """The service ``key`` names (bound to this context), or ``None`` if none is live.
+
+        ``key`` is a :class:`Service` subclass (``ctx.get(ToolRegistry)``), a
+        :class:`ServiceKey` (``ctx.get(SESSION_PERSISTENCE)``), both typed, or a plain name.
+
+        Raises:
+            TypeError: the live service is not an instance of the class ``key`` names.
+        """
+        name, cls = _key_of(key)
         entry = self.runtime.services.entries.get(name)
         if entry is None:
             return None
         impl = entry.impl
-        return impl.bind(self) if isinstance(impl, Service) else impl
+        if cls is not None and not isinstance(impl, cls):
+            raise TypeError(
+                f"service {name!r} is a {type(impl).__name__}, not a {cls.__name__}; it is "
+                f"provided by plugin {entry.fiber.name!r}"
+            )
+        if not isinstance(impl, Service):
+            return impl
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        else:
+            cached = views.get(name)
+            if cached is not None and cached[0] is impl:
+                return cached[1]
+        view = impl.bind(self)
+        views[name] = (impl, view)
+        return view
 
-    async def wait_for_service(self, name: str) -> Any:
-        """Wait until a live, loaded plugin provides ``name``; return it (bound to this context).
+    def require(self, key: type[S] | ServiceKey[S]) -> S:
+        """The live service ``key`` names, bound to this context; typed by ``key``.
+
+        This is how library code reads services: ``ctx.require(ToolRegistry).register(t)`` is
+        checked by mypy, where the ``ctx.tools`` sugar is ``Any``.
+
+        Raises:
+            ServiceNotFoundError: no live plugin provides it.
+            TypeError: the live service is not an instance of the class ``key`` names.
+        """
+        service = self.get(key)
+        if service is None:
+            raise self._not_found(_key_of(key)[0])
+        return service
+
+    @overload
+    async def wait_for_service(self, key: str) -> Any: ...
+
+    @overload
+    async def wait_for_service(self, key: type[S] | ServiceKey[S]) -> S: ...
+
+    async def wait_for_service(self, key: str | type[Any] | ServiceKey[Any]) -> Any:
+        """Wait until a live, loaded plugin provides ``key``; return it (bound to this context).
 
         Use it for optional services that may appear later (``inject`` is the declarative way).
+        Always a checkpoint.
         """
+        name, _ = _key_of(key)
         while not self.runtime.services.available(name):
             await self.runtime.state_changed.wait()
         await trio.lowlevel.checkpoint()
-        return self.get(name)
+        return self.get(key)
+
+    async def wait_for_change(self) -> None:
+        """Wait until some fiber of this runtime changes state (a plugin loads, unloads, fails).
+
+        For code that waits on a condition about the plugin tree it cannot express with
+        :meth:`wait_for_service`; re-check the condition after each wake-up.
+        """
+        await self.runtime.state_changed.wait()
+
+    @property
+    def teardown_timeout(self) -> float:
+        """The budget, in seconds, of one fiber's teardown (``open_runtime(teardown_timeout=)``);
+        plugins use it to bound their own shielded cleanup."""
+        return self.runtime.teardown_timeout
+
+    def _not_found(self, name: str) -> ServiceNotFoundError:
+        known = ", ".join(sorted(self.runtime.services.entries)) or "none"
+        return ServiceNotFoundError(
+            f"no service {name!r} is provided in this runtime (provided: {known}); mount "
+            f"the plugin that provides it, or use ctx.get({name!r}) when it is optional"
+        )
 
     def __getattr__(self, name: str) -> Any:
+        # Sugar for scripts (``ctx.tools``); library code uses the typed ``require``.
         if name.startswith("__"):
             raise AttributeError(name)
         service = self.get(name)
         if service is None:
-            known = ", ".join(sorted(self.runtime.services.entries)) or "none"
-            raise ServiceNotFoundError(
-                f"no service {name!r} is provided in this runtime (provided: {known}); mount "
-                f"the plugin that provides it, or use ctx.get({name!r}) when it is optional"
-            )
+            raise self._not_found(name)
         return service
 
 

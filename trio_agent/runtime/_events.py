@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, Protocol, final
 
 import attrs
 import trio
-
-if TYPE_CHECKING:
-    from ._core import Fiber, Scope
 
 __all__ = ["EventBus", "Hook", "Next"]
 
@@ -21,19 +19,59 @@ logger = logging.getLogger("trio_agent.events")
 Next = Callable[[], Awaitable[Any]]
 
 
+class _Owner(Protocol):
+    """What a hook needs of the fiber that registered it: a name for log messages."""
+
+    @property
+    def name(self) -> str: ...
+
+
 @final
 @attrs.define(eq=False)
 class Hook:
-    """One registered listener."""
+    """One registered listener.
+
+    The bus knows scopes (``_core.Scope``) only by identity and fibers only by name, so it does
+    not import ``_core`` (which imports the bus).
+    """
 
     name: str
     fn: Callable[..., Any]
-    scope: Scope | None
-    fiber: Fiber
+    scope: Hashable | None
+    fiber: _Owner
 
-    def delivers_to(self, chain: tuple[Scope, ...]) -> bool:
+    def delivers_to(self, chain: tuple[Hashable, ...]) -> bool:
         """Whether a dispatch aimed at the scope chain ``chain`` reaches this hook."""
         return self.scope is None or self.scope in chain
+
+
+WATERFALL_EVENTS: frozenset[str] = frozenset(
+    {
+        "agent/prompt-submit",
+        "agent/session-prefix",
+        "agent/request",
+        "agent/request-error",
+        "agent/step-result",
+        "agent/turn-continuation",
+        "tools/pre-execute",
+        "tools/execute",
+        "tools/post-execute",
+        "llm/stream",
+        "system-prompt/assemble",
+    }
+)
+"""The library's waterfall events: ``ctx.on`` rejects a synchronous listener for any of them."""
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` returns a coroutine (``async def``, also through a partial or an
+    ``async def __call__``)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    method = getattr(type(fn), "__call__", None)  # noqa: B004 - the class's own method
+    return method is not None and inspect.iscoroutinefunction(method)
 
 
 @final
@@ -48,10 +86,19 @@ class EventBus:
     path, and a full checkpoint per dispatch would cost more than the dispatch itself.
     """
 
-    __slots__ = ("_hooks",)
+    __slots__ = ("_hooks", "_waterfalls", "table")
 
     def __init__(self) -> None:
         self._hooks: dict[str, tuple[Hook, ...]] = {}
+        #: The listener table itself, read-only for callers: a name is a key only while it has
+        #: at least one listener, and the dict object never changes, so a context may keep a
+        #: reference and answer "does anyone listen?" with one ``in`` test (#17).
+        self.table: Mapping[str, tuple[Hook, ...]] = self._hooks
+        self._waterfalls: set[str] = set(WATERFALL_EVENTS)
+
+    def is_waterfall(self, name: str) -> bool:
+        """Whether ``name`` is a library waterfall event or has been dispatched as one."""
+        return name in self._waterfalls
 
     def add(self, hook: Hook, *, prepend: bool) -> None:
         old = self._hooks.get(hook.name, ())
@@ -65,7 +112,7 @@ class EventBus:
         else:
             self._hooks.pop(hook.name, None)
 
-    def listeners(self, name: str, chain: tuple[Scope, ...]) -> tuple[Hook, ...]:
+    def listeners(self, name: str, chain: tuple[Hashable, ...]) -> tuple[Hook, ...]:
         """The snapshot of hooks a dispatch of ``name`` aimed at ``chain`` reaches, in order."""
         hooks = self._hooks.get(name, ())
         if not hooks:
@@ -81,7 +128,7 @@ class EventBus:
 
     # --- the four modes -------------------------------------------------------------------
 
-    def emit(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> None:
+    def emit(self, name: str, payload: Any, chain: tuple[Hashable, ...]) -> None:
         hooks = self._hooks.get(name)
         if not hooks:
             return
@@ -111,9 +158,11 @@ class EventBus:
         name: str,
         payload: Any,
         default: Callable[[], Awaitable[Any]],
-        chain: tuple[Scope, ...],
+        chain: tuple[Hashable, ...],
     ) -> Any:
         await trio.lowlevel.checkpoint_if_cancelled()
+        if name not in self._waterfalls:
+            self._waterfalls.add(name)
         hooks = self.listeners(name, chain)
         if not hooks:
             return await default()
@@ -130,7 +179,7 @@ class EventBus:
 
         return await level(0)()
 
-    async def serial(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> Any:
+    async def serial(self, name: str, payload: Any, chain: tuple[Hashable, ...]) -> Any:
         await trio.lowlevel.checkpoint_if_cancelled()
         for hook in self.listeners(name, chain):
             result = hook.fn(payload)
@@ -140,7 +189,8 @@ class EventBus:
                 return result
         return None
 
-    async def parallel(self, name: str, payload: Any, chain: tuple[Scope, ...]) -> None:
+    async def parallel(self, name: str, payload: Any, chain: tuple[Hashable, ...]) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
         hooks = self.listeners(name, chain)
         errors: list[Exception] = []
 

@@ -3,12 +3,16 @@
 * :class:`SessionEvent` - one log entry; :data:`EVENT_PAYLOADS` maps each core event type to its
   typed payload class (:class:`TurnStart`, :class:`AssistantMessageEvent` ...).
 * :class:`Session` - ``append`` (sync, validated lossless JSON), ``events``, ``derive_messages``
-  (incremental, O(1) per call), ``subscribe`` (a cursor-backed receive channel for UIs).
+  (incremental, O(1) per call; honours ``compaction/summary`` and ``compaction/prune``),
+  ``subscribe`` (a cursor-backed receive channel for UIs).
 * :class:`SessionStore` - the ``ctx.sessions`` service: ``create``, ``get``, ``list``, ``fork``,
   ``flush``, ``detach`` and the ``session/*`` events.
-* :func:`repair_closers` - the events that close a turn a crash left open.
+* :func:`repair_closers` - the events that close a turn a crash left open, with a result code
+  per unfinished call that says what may have happened (``INTERRUPTED``, or
+  ``TOOL_OUTCOME_UNKNOWN`` for a started call of a tool with effects).
 """
 
+from ._errors import CompactionRangeError as CompactionRangeError
 from ._errors import EventPayloadError as EventPayloadError
 from ._errors import ForkBoundaryError as ForkBoundaryError
 from ._errors import InvalidSeedError as InvalidSeedError
@@ -21,8 +25,12 @@ from ._errors import SessionReentrancyError as SessionReentrancyError
 from ._errors import SubscriberLaggedError as SubscriberLaggedError
 from ._events import EVENT_PAYLOADS as EVENT_PAYLOADS
 from ._events import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
+from ._events import ApprovalDecisionEvent as ApprovalDecisionEvent
+from ._events import ApprovalRequestEvent as ApprovalRequestEvent
 from ._events import AssistantChunk as AssistantChunk
 from ._events import AssistantMessageEvent as AssistantMessageEvent
+from ._events import CompactionPrune as CompactionPrune
+from ._events import CompactionSummary as CompactionSummary
 from ._events import ContextMessageEvent as ContextMessageEvent
 from ._events import LlmRetry as LlmRetry
 from ._events import PromptBlocked as PromptBlocked
@@ -40,11 +48,14 @@ from ._events import TurnEndReason as TurnEndReason
 from ._events import TurnStart as TurnStart
 from ._events import UserMessageEvent as UserMessageEvent
 from ._json import snapshot_json as snapshot_json
+from ._projection import COMPACTION_SOURCE as COMPACTION_SOURCE
 from ._projection import MessageHistory as MessageHistory
 from ._projection import message_of as message_of
 from ._projection import project_messages as project_messages
+from ._projection import would_prune as would_prune
 from ._repair import INTERRUPTED_NOT_STARTED_TEXT as INTERRUPTED_NOT_STARTED_TEXT
 from ._repair import INTERRUPTED_OUTCOME_UNKNOWN_TEXT as INTERRUPTED_OUTCOME_UNKNOWN_TEXT
+from ._repair import INTERRUPTED_READ_ONLY_TEXT as INTERRUPTED_READ_ONLY_TEXT
 from ._repair import repair_closers as repair_closers
 from ._repair import repair_events as repair_events
 from ._session import EventLog as EventLog
@@ -57,12 +68,19 @@ from ._store import SessionFlush as SessionFlush
 from ._store import SessionStore as SessionStore
 
 __all__ = [
+    "COMPACTION_SOURCE",
     "EVENT_PAYLOADS",
     "INTERRUPTED_NOT_STARTED_TEXT",
     "INTERRUPTED_OUTCOME_UNKNOWN_TEXT",
+    "INTERRUPTED_READ_ONLY_TEXT",
     "SESSION_FORMAT_VERSION",
+    "ApprovalDecisionEvent",
+    "ApprovalRequestEvent",
     "AssistantChunk",
     "AssistantMessageEvent",
+    "CompactionPrune",
+    "CompactionRangeError",
+    "CompactionSummary",
     "ContextMessageEvent",
     "EventLog",
     "EventPayloadError",
@@ -102,4 +120,5 @@ __all__ = [
     "project_messages",
     "repair_closers",
     "repair_events",
+    "would_prune",
 ]

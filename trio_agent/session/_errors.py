@@ -5,6 +5,7 @@
     SessionError (TrioAgentError)
     ├── JsonValueError (ValueError)            data is not lossless JSON
     ├── EventPayloadError (ValueError)         data does not match its event type's payload class
+    │   └── CompactionRangeError               a compaction range the projection cannot honour
     ├── SessionExistsError (ValueError)        the session id is already live
     ├── SessionNotFoundError (LookupError)     no live session with that id / not this store's
     ├── ForkBoundaryError (ValueError)         fork boundary missing or inside an open turn
@@ -21,6 +22,7 @@ import trio
 from ..errors import TrioAgentError
 
 __all__ = [
+    "CompactionRangeError",
     "EventPayloadError",
     "ForkBoundaryError",
     "InvalidSeedError",
@@ -53,6 +55,12 @@ class JsonValueError(SessionError, ValueError):
 
 class EventPayloadError(SessionError, ValueError):
     """The data of a known event type does not structure into its payload class."""
+
+
+class CompactionRangeError(EventPayloadError):
+    """A ``compaction/summary`` or ``compaction/prune`` range cannot be honoured: it reaches the
+    event itself, cuts a message (or an earlier summary) in two, or separates a tool call from its
+    result. Nothing is logged; pick a range on whole closed turns."""
 
 
 class SessionExistsError(SessionError, ValueError):

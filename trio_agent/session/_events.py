@@ -2,9 +2,9 @@
 
 Every payload class is a frozen, keyword-only attrs value whose JSON form (through the one
 converter in :mod:`trio_agent._serde`) is the ``data`` of its event. ``event_type`` names the event
-type it belongs to::
+type it belongs to, so appending a payload needs no type::
 
-    session.append(TurnStart.event_type, TurnStart(turn=1))
+    session.append(TurnStart(turn=1))
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import builtins
 import enum
 import types
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 import attrs
 import cattrs
+from cattrs.v import format_exception
 
 from .. import _serde
 from ..ids import CallId, SessionId
@@ -35,8 +36,12 @@ from ._errors import EventPayloadError
 __all__ = [
     "EVENT_PAYLOADS",
     "SESSION_FORMAT_VERSION",
+    "ApprovalDecisionEvent",
+    "ApprovalRequestEvent",
     "AssistantChunk",
     "AssistantMessageEvent",
+    "CompactionPrune",
+    "CompactionSummary",
     "ContextMessageEvent",
     "LlmRetry",
     "PromptBlocked",
@@ -52,7 +57,9 @@ __all__ = [
     "TurnEnd",
     "TurnEndReason",
     "TurnStart",
+    "TypedPayload",
     "UserMessageEvent",
+    "prime_payload",
     "structure_payload",
 ]
 
@@ -63,7 +70,14 @@ SESSION_FORMAT_VERSION = 1
 
 #: Why a turn ended. ``interrupted`` is written only by crash repair (:func:`repair_closers`).
 TurnEndReason: TypeAlias = Literal[
-    "completed", "max-tokens", "rejected", "aborted", "disposed", "error", "interrupted"
+    "completed",
+    "max-tokens",
+    "max-steps",
+    "rejected",
+    "aborted",
+    "disposed",
+    "error",
+    "interrupted",
 ]
 
 
@@ -123,8 +137,18 @@ class SessionEvent:
             )
         return payload
 
-    def _cache_payload(self, payload: object) -> None:
-        object.__setattr__(self, "_payload", payload)
+
+def prime_payload(event: SessionEvent, payload: object) -> None:
+    """Cache ``payload`` as ``event``'s typed payload (it must be what ``data`` structures to);
+    for code that builds an event from a payload it already holds (package-internal)."""
+    object.__setattr__(event, "_payload", payload)
+
+
+class TypedPayload(Protocol):
+    """A payload value whose class names its event type, as every core payload class does;
+    ``session.append(payload)`` logs it under that type."""
+
+    event_type: ClassVar[str]
 
 
 @attrs.frozen(kw_only=True)
@@ -233,7 +257,12 @@ class AssistantMessageEvent:
 
 @attrs.frozen(kw_only=True)
 class ToolCallEvent:
-    """``tool/call``: the loop is about to execute tool ``name`` for call ``call_id``."""
+    """``tool/call``: the loop is about to execute tool ``name`` for call ``call_id``.
+
+    ``read_only`` records whether the tool declared it only reads (``Tool.read_only``); crash
+    repair tells the model such a call is safe to run again. A ``tool/call`` logged without it
+    (before it was recorded) reads as ``False``: a call that may have had effects.
+    """
 
     event_type: ClassVar[str] = "tool/call"
     turn: int
@@ -241,6 +270,37 @@ class ToolCallEvent:
     call_id: CallId
     name: str
     arguments: str
+    read_only: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequestEvent:
+    """``approval/request``: the policy asked whether call ``call_id`` may run (logged before the
+    tool body, so before its write-ahead flush). ``arguments`` is the model's raw text."""
+
+    event_type: ClassVar[str] = "approval/request"
+    turn: int
+    step: int
+    call_id: CallId
+    tool: str
+    arguments: str
+    reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalDecisionEvent:
+    """``approval/decision``: the answer for call ``call_id``: ``decision`` ``"approved"`` or
+    ``"denied"``, ``remember`` (``"once"`` / ``"session"``) for an approval, ``reason`` for a
+    denial, ``by`` who answered (the approval service's class name)."""
+
+    event_type: ClassVar[str] = "approval/decision"
+    turn: int
+    step: int
+    call_id: CallId
+    decision: Literal["approved", "denied"]
+    by: str
+    remember: Literal["once", "session"] | None = None
+    reason: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -310,6 +370,61 @@ class LlmRetry:
     failure: LlmFailure
 
 
+def _seq(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a seq (an int >= 0), got {value!r}")
+
+
+def _range_end(
+    instance: CompactionSummary | CompactionPrune, attribute: object, value: int
+) -> None:
+    _seq(instance, attribute, value)  # type: ignore[arg-type]
+    if value < instance.first_seq:
+        raise ValueError(
+            f"last_seq ({value}) is before first_seq ({instance.first_seq}); a compaction range "
+            "runs from its first to its last covered seq"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class CompactionSummary:
+    """``compaction/summary``: ``summary`` stands for the model history of seqs
+    ``first_seq..last_seq`` (inclusive) from now on.
+
+    The covered events stay in the log; :meth:`Session.derive_messages` shows one user message
+    holding ``summary`` (source ``"plugin:compaction"``) where their messages were. A range must
+    cover whole messages (a previous summary included), must not separate a tool call from its
+    result, and must lie before the event itself; ``append`` refuses any other range
+    (:class:`CompactionRangeError`). ``turn`` is the current turn (the open one, else the
+    latest), ``step`` the open step, if any.
+    """
+
+    event_type: ClassVar[str] = "compaction/summary"
+    turn: int
+    first_seq: int = attrs.field(validator=_seq)
+    last_seq: int = attrs.field(validator=_range_end)
+    summary: str
+    step: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CompactionPrune:
+    """``compaction/prune``: tool results logged at seqs ``first_seq..last_seq`` (inclusive) are
+    shown to the model as ``stub`` from now on.
+
+    A cheaper policy than a summary (no model call): the results stay paired with their calls
+    and keep ``is_error``; only their bodies become ``stub``. A result whose text is not longer
+    than ``stub`` (and holds no image) is left as it is. The log keeps the full results.
+    """
+
+    event_type: ClassVar[str] = "compaction/prune"
+    turn: int
+    first_seq: int = attrs.field(validator=_seq)
+    last_seq: int = attrs.field(validator=_range_end)
+    stub: str
+    step: int | None = None
+
+
 @attrs.frozen(kw_only=True)
 class SessionEndSeed:
     """``session/end-seed``: the events before it were copied in (seed, fork, resume)."""
@@ -328,11 +443,15 @@ _PAYLOAD_CLASSES: tuple[type, ...] = (
     ToolCallEvent,
     ToolResultEvent,
     ContextMessageEvent,
+    ApprovalRequestEvent,
+    ApprovalDecisionEvent,
     SteeringMessageEvent,
     StepEnd,
     TurnEnd,
     LlmRetry,
     SessionEndSeed,
+    CompactionSummary,
+    CompactionPrune,
 )
 
 #: Event type → payload class of every core event type (read-only).
@@ -344,6 +463,13 @@ EVENT_PAYLOADS: Mapping[str, type] = types.MappingProxyType(
 #: the event's payload instead of being structured again from the snapshot. ``RequestHeader`` is
 #: left out: ``ToolSchema.parameters`` is a caller-owned mapping.
 SHAREABLE_PAYLOADS: frozenset[type] = frozenset(_PAYLOAD_CLASSES) - {RequestHeader}
+
+
+def _describe_problem(exc: BaseException, expected: Any) -> str:
+    """cattrs' wording, keeping a validator's own message (it says what was wrong)."""
+    if expected is None and isinstance(exc, ValueError):
+        return f"invalid value ({exc})"
+    return format_exception(exc, expected)
 
 
 def structure_payload(event_type: str, data: dict[str, Any], *, seq: int | None = None) -> object:
@@ -359,7 +485,7 @@ def structure_payload(event_type: str, data: dict[str, Any], *, seq: int | None 
         return _serde.structure(data, cls)
     except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            details = "; ".join(cattrs.transform_error(exc, path="data"))
+            details = "; ".join(cattrs.transform_error(exc, "data", _describe_problem))
         else:
             details = f"{type(exc).__name__}: {exc}"
         where = f"event seq {seq} " if seq is not None else "event "

@@ -1,15 +1,33 @@
-"""The model history projected from a session log."""
+"""The model history projected from a session log.
+
+The history is folded event by event (:class:`Projection`). ``compaction/summary`` and
+``compaction/prune`` events rewrite the *projection*, never the log: a summary replaces the
+messages of its range with one message, a prune stubs the tool results of its range. Each costs
+one pass over the history when it is logged; every other event costs O(1).
+"""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, final, overload
 
-from ..ids import MessageId
-from ..llm import FrozenMessages, Message, ReasoningBlock, TextBlock
+from ..ids import CallId, MessageId
+from ..llm import (
+    FrozenMessages,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ._errors import CompactionRangeError
 from ._events import (
     AssistantMessageEvent,
+    CompactionPrune,
+    CompactionSummary,
     ContextMessageEvent,
     SessionEvent,
     SteeringMessageEvent,
@@ -17,7 +35,19 @@ from ._events import (
     UserMessageEvent,
 )
 
-__all__ = ["MessageHistory", "message_of", "project_messages", "tool_result_message_id"]
+__all__ = [
+    "COMPACTION_SOURCE",
+    "MessageHistory",
+    "Projection",
+    "message_of",
+    "project_messages",
+    "summary_message_id",
+    "tool_result_message_id",
+    "would_prune",
+]
+
+#: The ``source`` of the message a ``compaction/summary`` puts in the history.
+COMPACTION_SOURCE = "plugin:compaction"
 
 
 def tool_result_message_id(seq: int) -> MessageId:
@@ -26,6 +56,11 @@ def tool_result_message_id(seq: int) -> MessageId:
     Deterministic, so a fork, a resumed session and a from-scratch projection all agree.
     """
     return MessageId(f"tool-result-{seq}")
+
+
+def summary_message_id(seq: int) -> MessageId:
+    """The id of the summary message derived from the ``compaction/summary`` event at ``seq``."""
+    return MessageId(f"compaction-summary-{seq}")
 
 
 def _is_empty(message: Message) -> bool:
@@ -84,26 +119,196 @@ def message_of(event: SessionEvent) -> Message | None:
     ``user/message``, ``context/message`` and ``steering/message`` contribute their message;
     ``assistant/message`` its message unless it is empty (no blocks, or only empty text and
     reasoning); ``tool/result`` a tool-result message answering the logged ``call_id``. Every
-    other event contributes nothing.
+    other event contributes nothing on its own (``compaction/*`` events change what earlier
+    events contribute, which only :func:`project_messages` and the session can tell).
     """
     projector = _PROJECTORS.get(event.type)
     return None if projector is None else projector(event)
 
 
 def project_messages(events: Iterable[SessionEvent]) -> tuple[Message, ...]:
-    """Project the model history from ``events`` from scratch (see :func:`message_of`).
+    """Project the model history from ``events`` from scratch, compaction included.
 
     :meth:`Session.derive_messages` gives the same result incrementally; use this on logs that
     are not live sessions (a loaded file, a slice of events).
+
+    Raises:
+        CompactionRangeError: a compaction event has a range the log cannot honour (a session
+            would have refused to log it).
     """
-    out: list[Message] = []
+    projection = Projection()
     for event in events:
-        projector = _PROJECTORS.get(event.type)
+        projection.feed(event)
+    return projection.history().as_tuple()
+
+
+def would_prune(message: Message, stub: str) -> bool:
+    """Whether a ``compaction/prune`` with ``stub`` replaces ``message``: a tool-result message
+    holding an image or more text than ``stub``."""
+    if len(message.content) != 1:
+        return False
+    block = message.content[0]
+    if type(block) is not ToolResultBlock:
+        return False
+    size = 0
+    for part in block.content:
+        if type(part) is ImageBlock:
+            return True
+        if type(part) is TextBlock:
+            size += len(part.text)
+    return size > len(stub)
+
+
+@final
+class Projection:
+    """The model history of one log, folded event by event (package-internal).
+
+    Per message it keeps the seq range it stands for (one seq, or a summary's range) and how
+    many tool call/result pairs the cut just before it would split, so a compaction range is
+    checked in O(log n) and applied in one pass. Later appends never show through a
+    :class:`MessageHistory` taken earlier: a compaction builds new lists.
+    """
+
+    __slots__ = ("_crossing", "_first", "_history", "_last", "_messages", "_pending")
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        #: The lowest and highest seq each message stands for (equal, except for a summary).
+        self._first: list[int] = []
+        self._last: list[int] = []
+        #: ``_crossing[i]``: call/result pairs with the call before message ``i`` and the result
+        #: at or after it (a cut there would orphan them).
+        self._crossing: list[int] = []
+        #: Call id → positions of calls with that id still waiting for their result.
+        self._pending: dict[CallId, list[int]] = {}
+        self._history: MessageHistory | None = None
+
+    def history(self) -> MessageHistory:
+        """The current history as an immutable O(1) snapshot."""
+        history = self._history
+        if history is None:
+            history = self._history = MessageHistory(self._messages, len(self._messages))
+        return history
+
+    def index_after(self, seq: int) -> int:
+        """How many history messages stand for events at or before ``seq``."""
+        return bisect.bisect_right(self._first, seq)
+
+    def feed(self, event: SessionEvent) -> None:
+        """Fold ``event`` in.
+
+        Raises:
+            CompactionRangeError: a compaction event's range cannot be honoured; nothing changed.
+        """
+        kind = event.type
+        projector = _PROJECTORS.get(kind)
         if projector is not None:
             message = projector(event)
             if message is not None:
-                out.append(message)
-    return tuple(out)
+                self._add(message, event.seq)
+        elif kind == "compaction/summary":
+            self._summarise(event.seq, event.payload_as(CompactionSummary))
+        elif kind == "compaction/prune":
+            self._prune(event.seq, event.payload_as(CompactionPrune))
+
+    def _add(self, message: Message, seq: int) -> None:
+        position = len(self._messages)
+        self._messages.append(message)
+        self._first.append(seq)
+        self._last.append(seq)
+        self._crossing.append(0)
+        self._history = None
+        pending = self._pending
+        for block in message.content:
+            if type(block) is ToolCallBlock:
+                pending.setdefault(block.id, []).append(position)
+            elif type(block) is ToolResultBlock:
+                waiting = pending.get(block.tool_call_id)
+                if waiting:
+                    call = waiting.pop(0)
+                    if not waiting:
+                        del pending[block.tool_call_id]
+                    crossing = self._crossing
+                    for cut in range(call + 1, position + 1):
+                        crossing[cut] += 1
+
+    def _summarise(self, seq: int, payload: CompactionSummary) -> None:
+        first, last = payload.first_seq, payload.last_seq
+        start, stop = self._check(seq, "compaction/summary", first, last)
+        message = Message(
+            summary_message_id(seq), "user", (TextBlock(payload.summary),), COMPACTION_SOURCE
+        )
+        self._messages = [*self._messages[:start], message, *self._messages[stop:]]
+        self._first = [*self._first[:start], first, *self._first[stop:]]
+        self._last = [*self._last[:start], last, *self._last[stop:]]
+        self._crossing = [*self._crossing[:start], 0, *self._crossing[stop:]]
+        shift = stop - start - 1
+        if shift:
+            for positions in self._pending.values():
+                positions[:] = [p - shift for p in positions]
+        self._history = None
+
+    def _check(self, seq: int, kind: str, first: int, last: int) -> tuple[int, int]:
+        """Positions ``[start, stop)`` of the messages ``first..last`` covers, or raise."""
+        where = f"{kind} at seq {seq} (range {first}..{last})"
+        if last >= seq:
+            raise CompactionRangeError(
+                f"{where}: the range reaches the event itself; it must end before seq {seq}"
+            )
+        count = len(self._messages)
+        start = bisect.bisect_left(self._last, first)
+        stop = bisect.bisect_right(self._first, last)
+        if start < count and self._first[start] < first:
+            raise CompactionRangeError(
+                f"{where}: first_seq falls inside the message standing for seqs "
+                f"{self._first[start]}..{self._last[start]}; start at {self._first[start]} or "
+                f"after {self._last[start]}"
+            )
+        if stop > start and self._last[stop - 1] > last:
+            raise CompactionRangeError(
+                f"{where}: last_seq falls inside the message standing for seqs "
+                f"{self._first[stop - 1]}..{self._last[stop - 1]}; end at "
+                f"{self._last[stop - 1]} or before {self._first[stop - 1]}"
+            )
+        for cut, side in ((start, "first_seq"), (stop, "last_seq")):
+            if cut < count and self._crossing[cut]:
+                raise CompactionRangeError(
+                    f"{where}: the {side} boundary separates a tool call from its result; "
+                    "compact whole closed turns"
+                )
+        for call_id, positions in self._pending.items():
+            if positions[0] < stop:
+                raise CompactionRangeError(
+                    f"{where}: tool call {call_id!r} at or before the range has no result yet; "
+                    "compact only closed turns"
+                )
+        return start, stop
+
+    def _prune(self, seq: int, payload: CompactionPrune) -> None:
+        first, last = payload.first_seq, payload.last_seq
+        if last >= seq:
+            raise CompactionRangeError(
+                f"compaction/prune at seq {seq} (range {first}..{last}): the range reaches the "
+                f"event itself; it must end before seq {seq}"
+            )
+        stub = payload.stub
+        start = bisect.bisect_left(self._first, first)
+        stop = bisect.bisect_right(self._first, last)
+        messages: list[Message] | None = None
+        for position in range(start, stop):
+            message = self._messages[position]
+            if not would_prune(message, stub):
+                continue
+            block = message.content[0]
+            assert type(block) is ToolResultBlock
+            if messages is None:
+                messages = list(self._messages)
+            messages[position] = Message.tool_result(
+                block.tool_call_id, (TextBlock(stub),), is_error=block.is_error, id=message.id
+            )
+        if messages is not None:
+            self._messages = messages
+            self._history = None
 
 
 @final

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -11,28 +12,34 @@ import attrs
 import trio
 
 from .. import _serde
-from ..llm import Message
+from ..llm import ReasoningDelta, TextDelta, ToolCallDelta
 from ._errors import (
     EventPayloadError,
     InvalidSeedError,
     JsonValueError,
     SessionDetachedError,
+    SessionExistsError,
     SessionReentrancyError,
     SubscriberLaggedError,
 )
 from ._events import (
     EVENT_PAYLOADS,
     SHAREABLE_PAYLOADS,
+    AssistantChunk,
     RequestHeader,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
+    StepEnd,
     StepStart,
+    TurnEnd,
     TurnStart,
+    TypedPayload,
+    prime_payload,
     structure_payload,
 )
 from ._json import snapshot_json
-from ._projection import _PROJECTORS, MessageHistory
+from ._projection import MessageHistory, Projection
 
 if TYPE_CHECKING:
     from ..ids import SessionId
@@ -44,6 +51,14 @@ _PAYLOAD_CLASS_SET = frozenset(EVENT_PAYLOADS.values())
 
 #: ``emit(name, payload, target=scope)`` of the store's context.
 _Emit = Callable[..., None]
+
+
+class _NoData(enum.Enum):
+    NO_DATA = "NO_DATA"
+
+
+#: ``append(payload)``: no ``data`` argument, the event type comes from the payload's class.
+_NO_DATA = _NoData.NO_DATA
 
 
 @attrs.frozen(eq=False)
@@ -61,10 +76,12 @@ class SessionAppended:
 
 @final
 class EventLog(Sequence[SessionEvent]):
-    """Read-only, live view of a session's events (``session.events``).
+    """Read-only, live view of a session's events (``session.events``), or of its events of one
+    type (``session.events_of_type(type)``).
 
-    ``log[i]`` is the event with seq ``i``; a slice is a ``tuple`` snapshot. The view grows as
-    events are appended; take ``tuple(session.events)`` for a fixed snapshot.
+    In ``session.events``, ``log[i]`` is the event with seq ``i``; a slice is a ``tuple``
+    snapshot. The view grows as events are appended; take ``tuple(session.events)`` for a fixed
+    snapshot.
     """
 
     __slots__ = ("_events",)
@@ -94,60 +111,51 @@ class EventLog(Sequence[SessionEvent]):
 
 
 @final
-@attrs.define(eq=False, repr=False, init=False)
+@attrs.define(eq=False, repr=False)
 class Session:
     """An append-only log of :class:`SessionEvent` s and the model history projected from it.
 
     Create sessions with ``ctx.sessions.create(...)`` (:class:`SessionStore`); the store publishes
     each append as ``session/event`` and detaches the session when its owner goes away.
+    ``Session(header)`` alone builds a standalone session (no store, no events emitted), for
+    tests and offline tools.
+
+    The session owns its lifecycle: a store :meth:`attach` es it when publishing it and asks it to
+    :meth:`detach`; the store itself keeps only its table of live sessions.
 
     Bookkeeping the loop relies on is kept incrementally: :attr:`last_turn`, :attr:`open_turn`,
-    :attr:`open_step`. :meth:`derive_messages` is O(1) per call and O(1) per appended event.
+    :attr:`open_step`. :meth:`derive_messages` is O(1) per call and O(1) per appended event
+    (a ``compaction/*`` event costs one pass over the history, once).
     """
 
     header: SessionHeader
-    _events: list[SessionEvent]
-    _view: EventLog
-    _messages: list[Message]
-    _history: MessageHistory | None
-    _last_turn: int
-    _request_header: SessionEvent | None
-    _open_turn: int | None
-    _open_step: int | None
-    _emit: _Emit | None
-    _scope: Scope | None
-    _publishing: bool
-    _detached: bool
-    _detach_pending: bool
-    _on_deferred_detach: Callable[[Session], None] | None
-    _owner: Disposer | None
-    _lot: trio.lowlevel.ParkingLot
+    #: ``emit(name, payload, target=scope)`` of the store's context (``None``: standalone).
+    _emit: _Emit | None = attrs.field(default=None, kw_only=True)
+    #: The scope store events are aimed at (that of the context that created the session).
+    _scope: Scope | None = attrs.field(default=None, kw_only=True)
+    _events: list[SessionEvent] = attrs.field(init=False, factory=list)
+    _view: EventLog = attrs.field(init=False)
+    _projection: Projection = attrs.field(init=False, factory=Projection)
+    #: Event type → its events, for the types someone asked for (``events_of_type``).
+    _by_type: dict[str, list[SessionEvent]] = attrs.field(init=False, factory=dict)
+    _last_turn: int = attrs.field(init=False, default=0)
+    _request_header: SessionEvent | None = attrs.field(init=False, default=None)
+    _open_turn: int | None = attrs.field(init=False, default=None)
+    _open_step: int | None = attrs.field(init=False, default=None)
+    #: A ``session/event`` dispatch of this session is running (appends are not re-entrant).
+    _publishing: bool = attrs.field(init=False, default=False)
+    _detached: bool = attrs.field(init=False, default=False)
+    #: ``detach()`` was called during a dispatch; it takes effect right after it.
+    _detach_pending: bool = attrs.field(init=False, default=False)
+    #: The ownership effect on the publishing fiber (set by :meth:`attach`).
+    _owner: Disposer | None = attrs.field(init=False, default=None)
+    #: The store's callback, run once when the detach takes effect.
+    _on_detached: Callable[[Session], None] | None = attrs.field(init=False, default=None)
+    _lot: trio.lowlevel.ParkingLot = attrs.field(init=False, factory=trio.lowlevel.ParkingLot)
 
-    def __init__(
-        self,
-        header: SessionHeader,
-        *,
-        emit: _Emit | None = None,
-        scope: Scope | None = None,
-    ) -> None:
-        """Internal: use ``ctx.sessions.create``."""
-        self.header = header
-        self._events = []
-        self._view = EventLog(self._events)
-        self._messages = []
-        self._history = None
-        self._last_turn = 0
-        self._request_header = None
-        self._open_turn = None
-        self._open_step = None
-        self._emit = emit
-        self._scope = scope
-        self._publishing = False
-        self._detached = False
-        self._detach_pending = False
-        self._on_deferred_detach = None
-        self._owner = None
-        self._lot = trio.lowlevel.ParkingLot()
+    @_view.default
+    def _make_view(self) -> EventLog:
+        return EventLog(self._events)
 
     def __repr__(self) -> str:
         state = " detached" if self._detached else ""
@@ -206,34 +214,68 @@ class Session:
 
         Contains ``user/message``, ``context/message`` and ``steering/message`` messages,
         non-empty ``assistant/message`` messages (interrupted partial ones included) and one
-        tool-result message per ``tool/result``, answering the logged ``call_id``. The
-        projection is maintained as events are appended, so this is O(1) whatever the history
-        length; the returned :class:`MessageHistory` never changes afterwards.
+        tool-result message per ``tool/result``, answering the logged ``call_id``. A
+        ``compaction/summary`` replaces the messages of its range with one user message holding
+        the summary; a ``compaction/prune`` shows the tool results of its range as a stub (the
+        log keeps everything). The projection is maintained as events are appended, so this is
+        O(1) whatever the history length; the returned :class:`MessageHistory` never changes
+        afterwards.
         """
-        history = self._history
-        if history is None:
-            history = self._history = MessageHistory(self._messages, len(self._messages))
-        return history
+        return self._projection.history()
+
+    def history_index(self, seq: int) -> int:
+        """How many messages of :meth:`derive_messages` stand for events up to ``seq``.
+
+        ``derive_messages()[history_index(s):]`` are the messages logged after seq ``s`` (a
+        summary counts at its ``first_seq``). O(log n).
+        """
+        return self._projection.index_after(seq)
+
+    def events_of_type(self, type: str) -> EventLog:
+        """A live, read-only view of this session's events of type ``type``, in seq order.
+
+        The first call for a type scans the log once; from then on the view grows with every
+        append at O(1), so following one kind of event (say ``assistant/message``) costs
+        nothing per event of the other kinds.
+        """
+        events = self._by_type.get(type)
+        if events is None:
+            events = self._by_type[type] = [e for e in self._events if e.type == type]
+        return EventLog(events)
 
     # --- write side -----------------------------------------------------------------------
 
-    def append(self, type: str, data: object) -> SessionEvent:
+    @overload
+    def append(self, payload: TypedPayload, /) -> SessionEvent: ...
+
+    @overload
+    def append(self, type: str, data: object) -> SessionEvent: ...
+
+    def append(self, type: str | TypedPayload, data: object = _NO_DATA) -> SessionEvent:
         """Append one event and publish it; return the logged event.
 
-        ``data`` is a payload value (``TurnStart(turn=1)``, any attrs class the converter can
-        unstructure) or a ``dict``. It is validated as lossless JSON and copied in one pass, so
-        the logged event never shares the caller's objects. Data for a core event type must fit
-        that type's payload class. On any error nothing is logged.
+        ``append(TurnStart(turn=1))`` logs a payload value under the event type its class names
+        (every core payload class has an ``event_type``; a plugin's attrs payload class may
+        declare one too). ``append(type, data)`` logs ``data`` (a payload value or a ``dict``)
+        under ``type``; plugins use it for their own event types. ``data`` is validated as
+        lossless JSON and copied in one pass, so the logged event never shares the caller's
+        objects. Data for a core event type must fit that type's payload class. On any error
+        nothing is logged.
 
         After the event is committed, ``session/event`` (:class:`SessionAppended`) is emitted
         and subscribers are woken.
 
         Raises:
+            TypeError: a lone argument is not a payload whose class names its ``event_type``,
+                or ``type`` is not a non-empty ``str``.
             JsonValueError: ``data`` is not lossless JSON (the message names the path).
             EventPayloadError: ``data`` does not fit the payload class of ``type``.
             SessionReentrancyError: called from a ``session/event`` listener of this session.
             SessionDetachedError: the session was detached.
         """
+        if data is _NO_DATA:
+            data = type
+            type = _event_type_of(data)
         if self._publishing:
             raise SessionReentrancyError(
                 f"session {self.id!r}: append({type!r}) was called while the previous append was "
@@ -250,7 +292,7 @@ class Session:
         snapshot, payload = _prepare(type, data)
         event = SessionEvent(len(self._events), type, time.time(), snapshot)
         if payload is not None:
-            event._cache_payload(payload)
+            prime_payload(event, payload)
         self._commit(event)
         self._publish(event)
         return event
@@ -273,13 +315,12 @@ class Session:
         elif kind == "request/header":
             self._request_header = event
         else:
-            projector = _PROJECTORS.get(kind)
-            if projector is not None:
-                message = projector(event)
-                if message is not None:
-                    self._messages.append(message)
-                    self._history = None
+            # Raises (before anything changed) for a compaction range it cannot honour.
+            self._projection.feed(event)
         self._events.append(event)
+        typed = self._by_type.get(kind)
+        if typed is not None:
+            typed.append(event)
 
     def _publish(self, event: SessionEvent) -> None:
         self._publishing = True
@@ -292,11 +333,25 @@ class Session:
             self._publishing = False
             if self._detach_pending:
                 self._detach_pending = False
-                if self._on_deferred_detach is not None:
-                    self._on_deferred_detach(self)
+                self.detach()
 
-    def _load_seed(self, seed: Sequence[SessionEvent], *, copy: bool) -> None:
-        """Fold ``seed`` in (copied and validated unless ``copy`` is false), then end-seed."""
+    def load_seed(self, seed: Sequence[SessionEvent], *, copy: bool = True) -> None:
+        """Fold ``seed`` into a fresh session, then mark its end with ``session/end-seed``.
+
+        For stores (``prepare(seed=...)``, ``fork``) and for tests building a standalone
+        session. The seed is not published as ``session/event`` s. ``copy=True`` validates and
+        copies every event; ``copy=False`` shares the (immutable) events of another session's log
+        and is for events that log already validated.
+
+        Raises:
+            RuntimeError: the session already holds events or was attached to a store.
+            InvalidSeedError, JsonValueError, EventPayloadError: a seed event is malformed.
+        """
+        if self._events or self._owner is not None or self._detached:
+            raise RuntimeError(
+                f"session {self.id!r}: load_seed() is only for a fresh session (no events, "
+                "never published); pass the seed when creating the session instead"
+            )
         for index, event in enumerate(seed):
             if not isinstance(event, SessionEvent):
                 raise InvalidSeedError(
@@ -318,9 +373,47 @@ class Session:
                 SessionEvent(len(self._events), SessionEndSeed.event_type, time.time(), {})
             )
 
-    def _mark_detached(self) -> None:
+    # --- lifecycle (driven by the store) --------------------------------------------------
+
+    def attach(self, owner: Disposer, on_detached: Callable[[Session], None]) -> None:
+        """Mark the session published (called by the store that publishes it).
+
+        ``owner`` is the ownership effect on the publishing fiber (its teardown detaches the
+        session); :meth:`detach` releases it. ``on_detached`` is called once, when the detach
+        takes effect, so the store can drop the session from its table.
+
+        Raises:
+            SessionExistsError: the session was published (or detached) before.
+        """
+        if self._owner is not None or self._detached:
+            raise SessionExistsError(
+                f"session {self.id!r} was already published; prepare a new session instead",
+                session_id=self.id,
+            )
+        self._owner = owner
+        self._on_detached = on_detached
+
+    def detach(self) -> None:
+        """Refuse further appends and end the subscriptions; idempotent.
+
+        Called from a ``session/event`` listener of this session, it takes effect right after
+        that dispatch. The ownership effect is released and the store is told (it emits
+        ``session/disposed``). Prefer ``ctx.sessions.detach(session)``, which also checks that
+        the session is that store's.
+        """
+        if self._detached:
+            return
+        if self._publishing:
+            self._detach_pending = True
+            return
         self._detached = True
+        owner, self._owner = self._owner, None
+        on_detached, self._on_detached = self._on_detached, None
+        if owner is not None:
+            owner.release()  # the fiber forgets the effect (a no-op while it is running)
         self._lot.unpark_all()
+        if on_detached is not None:
+            on_detached(self)
 
     # --- subscriptions --------------------------------------------------------------------
 
@@ -390,7 +483,7 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
                 raise trio.ClosedResourceError("this session subscription was closed")
             if self._broken is not None:
                 raise self._broken
-            events = session._events
+            events = session.events
             behind = len(events) - self._next
             if behind > 0:
                 if self._max_lag is not None and behind > self._max_lag:
@@ -406,9 +499,9 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
                 self._next += 1
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return event
-            if session._detached:
+            if session.detached:
                 raise trio.EndOfChannel
-            await session._lot.park()
+            await session._lot.park()  # the session's own module: it unparks on append
 
     async def aclose(self) -> None:
         """Stop receiving; a task blocked in ``receive`` gets ``trio.ClosedResourceError``."""
@@ -418,10 +511,34 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
         await trio.lowlevel.checkpoint()
 
 
+def _event_type_of(payload: object) -> str:
+    """The event type a lone ``append(payload)`` argument names through its class."""
+    event_type = getattr(type(payload), "event_type", None)
+    if not isinstance(event_type, str) or not event_type:
+        raise TypeError(
+            f"append({type(payload).__name__}): a lone argument must be a payload whose "
+            "class names its event_type (TurnStart(turn=1), ToolCallEvent(...)); for a plugin's "
+            "own event pass append(type, data)"
+        )
+    return event_type
+
+
 def _prepare(event_type: str, data: object) -> tuple[dict[str, Any], object | None]:
     """Validate + snapshot ``data``; return the snapshot and the typed payload (if known)."""
     cls = EVENT_PAYLOADS.get(event_type)
     data_cls = type(data)
+    if data_cls is AssistantChunk and cls is AssistantChunk:
+        fast = _encode_chunk(data)  # type: ignore[arg-type]
+        if fast is not None:
+            return fast, data
+    elif data_cls is cls and data_cls in _COUNTER_PAYLOADS:
+        counters = _encode_counters(data)  # type: ignore[arg-type]
+        if counters is not None:
+            return counters, data
+    elif data_cls is TurnEnd and cls is TurnEnd:
+        end = _encode_turn_end(data)  # type: ignore[arg-type]
+        if end is not None:
+            return end, data
     if data_cls is dict:
         snapshot = snapshot_json(data, "data")
         if cls is None:
@@ -456,6 +573,95 @@ def _prepare(event_type: str, data: object) -> tuple[dict[str, Any], object | No
     )
 
 
+def _plain_str(value: object) -> bool:
+    """``value`` is an exact ``str`` that is valid Unicode (what ``snapshot_json`` accepts)."""
+    if type(value) is not str:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: Payloads of plain ``int`` counters only (shareable: frozen, nothing mutable inside).
+_COUNTER_PAYLOADS: frozenset[type] = frozenset({TurnStart, StepStart, StepEnd})
+
+
+def _encode_counters(data: TurnStart | StepStart | StepEnd) -> dict[str, Any] | None:
+    """The snapshot of ``turn/start``, ``step/start`` or ``step/end``, built directly.
+
+    Same keys and order as ``snapshot_json(_serde.unstructure(data))`` (tests pin it); a
+    non-``int`` value returns ``None`` and takes the generic path, which reports it.
+    """
+    turn = data.turn
+    if type(turn) is not int:
+        return None
+    if type(data) is TurnStart:
+        return {"turn": turn}
+    step = data.step  # type: ignore[union-attr]
+    if type(step) is not int:
+        return None
+    return {"turn": turn, "step": step}
+
+
+def _encode_turn_end(data: TurnEnd) -> dict[str, Any] | None:
+    """The snapshot of a ``turn/end`` without an error, built directly (same keys and order as
+    the generic path); a turn that ended in error, or an unusual value, returns ``None``."""
+    turn = data.turn
+    reason = data.reason
+    if data.error is not None or type(turn) is not int or not _plain_str(reason):
+        return None
+    return {"turn": turn, "reason": reason, "error": None}
+
+
+def _encode_chunk(data: AssistantChunk) -> dict[str, Any] | None:
+    """The snapshot of an ``assistant/chunk`` carrying a delta, built directly.
+
+    The per-chunk hot path: it produces exactly what ``snapshot_json(_serde.unstructure(data))``
+    does (same keys, same order; tests pin it), checking the library's own values in place
+    instead of unstructuring with cattrs and copying the result again. Anything unusual (another
+    chunk kind, a non-``int`` index, a ``str`` subclass, a lone surrogate) returns ``None`` and
+    takes the generic path, which reports the problem.
+    """
+    turn = data.turn
+    step = data.step
+    chunk = data.chunk
+    if type(turn) is not int or type(step) is not int:
+        return None
+    kind = type(chunk)
+    if kind is TextDelta or kind is ReasoningDelta:
+        index = chunk.index  # type: ignore[union-attr]
+        text = chunk.text  # type: ignore[union-attr]
+        if type(index) is not int or not _plain_str(text):
+            return None
+        tag = "text-delta" if kind is TextDelta else "reasoning-delta"
+        return {"turn": turn, "step": step, "chunk": {"type": tag, "index": index, "text": text}}
+    if kind is ToolCallDelta:
+        index = chunk.index  # type: ignore[union-attr]
+        call_id = chunk.id  # type: ignore[union-attr]
+        name = chunk.name  # type: ignore[union-attr]
+        delta = chunk.arguments_delta  # type: ignore[union-attr]
+        if not (
+            type(index) is int and _plain_str(call_id) and _plain_str(name) and _plain_str(delta)
+        ):
+            return None
+        return {
+            "turn": turn,
+            "step": step,
+            "chunk": {
+                "type": "tool-call-delta",
+                "index": index,
+                "id": call_id,
+                "name": name,
+                "arguments_delta": delta,
+            },
+        }
+    return None
+
+
 def _copy_event(event: SessionEvent, index: int) -> SessionEvent:
     if not isinstance(event.type, str) or not event.type:
         raise InvalidSeedError(f"seed[{index}] has event type {event.type!r}; expected a str")
@@ -472,5 +678,5 @@ def _copy_event(event: SessionEvent, index: int) -> SessionEvent:
     snapshot = snapshot_json(data, f"seed[{index}].data")
     copied = SessionEvent(index, event.type, float(stamp), snapshot)
     if event.type in EVENT_PAYLOADS:
-        copied._cache_payload(structure_payload(event.type, snapshot, seq=index))
+        prime_payload(copied, structure_payload(event.type, snapshot, seq=index))
     return copied

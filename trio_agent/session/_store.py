@@ -101,12 +101,15 @@ class SessionStore(Service, name="sessions"):
         cwd: str | None = None,
         *,
         header: SessionHeader | None = None,
+        parent_session: str | None = None,
     ) -> Session:
         """Create a live session owned by the calling context's fiber; emit ``session/created``.
 
         Same as ``publish(prepare(...))``; see :meth:`prepare` for the arguments.
         """
-        return self.publish(self.prepare(session_id, meta, seed, cwd, header=header))
+        return self.publish(
+            self.prepare(session_id, meta, seed, cwd, header=header, parent_session=parent_session)
+        )
 
     def prepare(
         self,
@@ -116,6 +119,7 @@ class SessionStore(Service, name="sessions"):
         cwd: str | None = None,
         *,
         header: SessionHeader | None = None,
+        parent_session: str | None = None,
     ) -> Session:
         """Build a session without publishing it: it is not live, has no owner, and no
         ``session/created`` is emitted. :meth:`publish` it, or simply drop it (nothing to undo).
@@ -129,7 +133,10 @@ class SessionStore(Service, name="sessions"):
                 ``header.seed_length`` records ``len(seed)``.
             cwd: the working directory the session is for (stored absolute).
             header: restore this header verbatim instead (resuming a persisted session);
-                ``meta`` and ``cwd`` must then be ``None`` and its id must be ``session_id``.
+                ``meta``, ``cwd`` and ``parent_session`` must then be ``None`` and its id must
+                be ``session_id``.
+            parent_session: the session this one was derived from (a sub-agent's fork of its
+                parent's log), recorded in the header as :meth:`fork` does.
 
         Raises:
             ValueError: ``session_id`` is not a valid id.
@@ -140,10 +147,10 @@ class SessionStore(Service, name="sessions"):
         """
         sid = self._new_id(session_id)
         if header is not None:
-            if meta is not None or cwd is not None:
+            if meta is not None or cwd is not None or parent_session is not None:
                 raise ValueError(
-                    "create(header=...) restores a header verbatim; pass meta and cwd inside it, "
-                    "not as arguments"
+                    "create(header=...) restores a header verbatim; pass meta, cwd and "
+                    "parent_session inside it, not as arguments"
                 )
             if not isinstance(header, SessionHeader) or header.session_id != sid:
                 raise ValueError(
@@ -156,6 +163,9 @@ class SessionStore(Service, name="sessions"):
                 session_id=sid,
                 created_at=time.time(),
                 cwd=_absolute(cwd),
+                parent_session=None
+                if parent_session is None
+                else validate_session_id(parent_session),
                 seed_length=None if seed is None else len(seed),
                 meta=_snapshot_meta(meta),
             )
@@ -183,7 +193,7 @@ class SessionStore(Service, name="sessions"):
             SessionExistsError: ``child_session_id`` is live already.
         """
         parent = self._require(source)
-        events = parent._events
+        events = parent.events
         last = len(events) - 1
         if boundary is None:
             end = last
@@ -221,7 +231,7 @@ class SessionStore(Service, name="sessions"):
             parent_session=parent.id,
             seed_length=end + 1,
         )
-        return self._open(header, events[: end + 1], copy=False)
+        return self.publish(self._prepare(header, events[: end + 1], copy=False))
 
     def _new_id(self, session_id: str) -> SessionId:
         sid = validate_session_id(session_id)
@@ -233,19 +243,13 @@ class SessionStore(Service, name="sessions"):
             )
         return sid
 
-    def _open(
-        self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
-    ) -> Session:
-        return self.publish(self._prepare(header, seed, copy=copy))
-
     def _prepare(
         self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
     ) -> Session:
         self.caller.fiber.check_active("create a session on")
         session = Session(header, emit=self.ctx.emit, scope=self.caller.scope)
         if seed is not None:
-            session._load_seed(seed, copy=copy)
-        session._on_deferred_detach = self.detach
+            session.load_seed(seed, copy=copy)
         return session
 
     def publish(self, session: Session) -> Session:
@@ -258,17 +262,13 @@ class SessionStore(Service, name="sessions"):
         """
         owner_ctx = self.caller
         owner_ctx.fiber.check_active("publish a session on")
-        if session._owner is not None or session._detached:
-            raise SessionExistsError(
-                f"session {session.id!r} was already published; prepare a new session instead",
-                session_id=session.id,
-            )
-        self._new_id(session.id)
-        # The owner's fiber detaches the session when it unloads; registering first means a
-        # failure here leaves nothing behind.
-        session._owner = owner_ctx.fiber.add(
-            Disposer(lambda: self.detach(session), label=f"session {session.id}")
-        )
+        if self._live.get(session.id) is not session:
+            self._new_id(session.id)  # raises when another live session has this id
+        # The owner's fiber detaches the session when it unloads. attach() refuses a session
+        # published before, so nothing is registered for it.
+        owner = Disposer(session.detach, label=f"session {session.id}")
+        session.attach(owner, self._forget)
+        owner_ctx.fiber.add(owner)
         self._live[session.id] = session
         self.ctx.emit("session/created", SessionCreated(session), target=session.scope)
         return session
@@ -309,23 +309,24 @@ class SessionStore(Service, name="sessions"):
     def detach(self, session: Session) -> None:
         """Detach ``session``: it leaves the store, refuses appends, its subscribers end, and
         ``session/disposed`` is emitted. Idempotent. Called from a ``session/event`` listener,
-        it takes effect right after that dispatch."""
-        if session._detached:
-            return
-        if session._publishing:
-            session._detach_pending = True
+        it takes effect right after that dispatch.
+
+        Raises:
+            SessionNotFoundError: ``session`` is not live in this store.
+        """
+        if session.detached:
             return
         if self._live.get(session.id) is not session:
             raise SessionNotFoundError(
                 f"session {session.id!r} is not live in this store; detach it through the store "
                 "that created it"
             )
-        owner, session._owner = session._owner, None
-        if owner is not None and not owner.disposed:
-            owner()  # drops the ownership effect from the fiber; it calls back into detach
-            return
-        del self._live[session.id]
-        session._mark_detached()
+        session.detach()
+
+    def _forget(self, session: Session) -> None:
+        """``session`` detached itself: drop it from the table and announce it."""
+        if self._live.get(session.id) is session:
+            del self._live[session.id]
         self.ctx.emit("session/disposed", SessionDisposed(session), target=session.scope)
 
     def _detach_all(self) -> None:
@@ -334,7 +335,7 @@ class SessionStore(Service, name="sessions"):
 
     def _require(self, session: Session | str) -> Session:
         if isinstance(session, Session):
-            if session._detached:
+            if session.detached:
                 raise SessionDetachedError(
                     f"session {session.id!r} is detached; use a live session"
                 )

@@ -1,9 +1,14 @@
-"""Test helpers for code built on trio-agent: a scripted model, a complete test harness and a
-fake OpenAI server.
+"""Test helpers for code built on trio-agent: a scripted model, a complete test harness, a
+fake OpenAI server, a persistence backend kit and a task-leak check.
 
 Use :class:`ScriptedAdapter` with the response builders (:func:`text`, :func:`tool_call`,
-:func:`max_tokens`, :func:`error`, :func:`hang` ...) to drive an agent without a network, and
-:func:`open_fake_openai_server` to test HTTP-level behaviour against real sockets.
+:func:`max_tokens`, :func:`error`, :func:`hang` ...) to drive an agent without a network,
+:func:`open_fake_openai_server` to test HTTP-level behaviour against real sockets, and
+:func:`assert_no_leaked_tasks` to prove that closing what you built leaves no task running.
+
+For persistence: :class:`FaultyBackend` wraps any backend and fails, holds or loses the sync of
+chosen writes; :class:`BackendConformance` (or :func:`check_backend`) is the test suite every
+backend passes; :func:`append_tool_turn` and :func:`append_every_event_type` build logs to store.
 """
 
 from ..llm._scripted import ScriptedAdapter as ScriptedAdapter
@@ -18,10 +23,20 @@ from ..llm._scripted import raw as raw
 from ..llm._scripted import reasoning as reasoning
 from ..llm._scripted import text as text
 from ..llm._scripted import tool_call as tool_call
+from ._check_backend import BackendConformance as BackendConformance
+from ._check_backend import check_backend as check_backend
+from ._faulty import BackendCall as BackendCall
+from ._faulty import Fault as Fault
+from ._faulty import FaultyBackend as FaultyBackend
 from ._harness import TestHarness as TestHarness
 from ._harness import event_types as event_types
 from ._harness import open_test_harness as open_test_harness
 from ._harness import turn_end_reasons as turn_end_reasons
+from ._leaks import TaskLeakCheck as TaskLeakCheck
+from ._leaks import TaskLeakError as TaskLeakError
+from ._leaks import assert_no_leaked_tasks as assert_no_leaked_tasks
+from ._logs import append_every_event_type as append_every_event_type
+from ._logs import append_tool_turn as append_tool_turn
 from ._openai_server import DROP as DROP
 from ._openai_server import HANG as HANG
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
@@ -50,8 +65,12 @@ from ._openai_server import sse_usage as sse_usage
 __all__ = [
     "DROP",
     "HANG",
+    "BackendCall",
+    "BackendConformance",
     "FakeOpenAiServer",
     "FakeResponse",
+    "Fault",
+    "FaultyBackend",
     "HangResponse",
     "JsonResponse",
     "Pause",
@@ -61,7 +80,13 @@ __all__ = [
     "ScriptedProvider",
     "ScriptedResponse",
     "SseResponse",
+    "TaskLeakCheck",
+    "TaskLeakError",
     "TestHarness",
+    "append_every_event_type",
+    "append_tool_turn",
+    "assert_no_leaked_tasks",
+    "check_backend",
     "completion_chunk",
     "error",
     "error_response",

@@ -9,8 +9,8 @@ from typing import Any, final
 import attrs
 
 from ..agent import AgentOptions, AgentRegistry, RetryPlugin
-from ..llm import LlmService, RetryPolicy
-from ..llm._scripted import ScriptedAdapter, ScriptItem
+from ..llm import LlmService, RetryPolicy, ScriptedAdapter
+from ..llm._scripted import ScriptItem
 from ..loop import AgentConfig, AgentLoop, ReactLoopAgent
 from ..prompt import SystemPrompt
 from ..runtime import Context, Plugin, open_runtime
@@ -32,8 +32,7 @@ class TestHarness:
 
     def agent(self, id: str = "agent", options: AgentOptions | None = None) -> ReactLoopAgent:
         """Create an agent owned by the root context (``ctx.agent_loop.create``)."""
-        agent: ReactLoopAgent = self.ctx.agent_loop.create(id, options)
-        return agent
+        return self.ctx.require(AgentLoop).create(id, options)
 
 
 @contextlib.asynccontextmanager
@@ -67,7 +66,7 @@ async def open_test_harness(
     async with open_runtime(teardown_timeout=teardown_timeout) as ctx:
         await ctx.plugin(LlmService)
         model = ScriptedAdapter(name="scripted", responses=list(responses))
-        ctx.llm.register(model, retry_policy=retry)
+        ctx.require(LlmService).register(model, retry_policy=retry)
         await ctx.plugin(SessionStore)
         if persistence is not None:
             await ctx.plugin(persistence, persistence_config)
@@ -86,7 +85,7 @@ async def open_test_harness(
             ),
         )
         for tool in tools:
-            ctx.tools.register(tool)
+            ctx.require(ToolRegistry).register(tool)
         yield TestHarness(ctx, model)
 
 

@@ -17,17 +17,24 @@ from ._registry import ToolRegistry as ToolRegistry
 from ._registry import render_value as render_value
 from ._types import ABORTED as ABORTED
 from ._types import ABORTED_BEFORE_DISPATCH as ABORTED_BEFORE_DISPATCH
+from ._types import APPROVAL as APPROVAL
 from ._types import DENIED as DENIED
 from ._types import INVALID_ARGS as INVALID_ARGS
 from ._types import TOOL_ERROR as TOOL_ERROR
+from ._types import TOOL_OUTCOME_UNKNOWN as TOOL_OUTCOME_UNKNOWN
 from ._types import TOOL_TIMEOUT as TOOL_TIMEOUT
 from ._types import UNKNOWN_TOOL as UNKNOWN_TOOL
 from ._types import Accept as Accept
 from ._types import AgentLike as AgentLike
 from ._types import Allow as Allow
+from ._types import ApprovalAnswer as ApprovalAnswer
+from ._types import ApprovalNotice as ApprovalNotice
+from ._types import ApprovalRequest as ApprovalRequest
 from ._types import ApprovalService as ApprovalService
+from ._types import Approved as Approved
 from ._types import Ask as Ask
 from ._types import Block as Block
+from ._types import Denied as Denied
 from ._types import Deny as Deny
 from ._types import PostExecute as PostExecute
 from ._types import PostExecuteDecision as PostExecuteDecision
@@ -46,17 +53,24 @@ from ._types import error_result as error_result
 __all__ = [
     "ABORTED",
     "ABORTED_BEFORE_DISPATCH",
+    "APPROVAL",
     "DENIED",
     "INVALID_ARGS",
     "TOOL_ERROR",
+    "TOOL_OUTCOME_UNKNOWN",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "Accept",
     "AgentLike",
     "Allow",
+    "ApprovalAnswer",
+    "ApprovalNotice",
+    "ApprovalRequest",
     "ApprovalService",
+    "Approved",
     "Ask",
     "Block",
+    "Denied",
     "Deny",
     "Guard",
     "PostExecute",

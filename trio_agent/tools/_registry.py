@@ -8,7 +8,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, NoReturn, TypeVar, final
 
 import attrs
@@ -21,15 +21,19 @@ from ..runtime import Context, Disposer, Scope, Service
 from ._arguments import ArgumentsError, parse_arguments_text, structure_arguments
 from ._errors import ToolConflictError, ToolRestrictionError
 from ._types import (
+    APPROVAL,
     DENIED,
     INVALID_ARGS,
+    NO_APPROVAL_SERVICE,
     TOOL_ERROR,
     TOOL_TIMEOUT,
     UNKNOWN_TOOL,
     Accept,
     AgentLike,
     Allow,
-    ApprovalService,
+    ApprovalNotice,
+    ApprovalRequest,
+    Approved,
     Ask,
     Block,
     Deny,
@@ -44,6 +48,7 @@ from ._types import (
     as_content,
     error_result,
     is_content_block,
+    request_approval,
 )
 
 __all__ = ["Guard", "ToolRegistry"]
@@ -89,7 +94,11 @@ class _Call:
     execution: ToolExecution
     scope: Scope | None
     parsed: dict[str, Any] | str
+    before_effects: Callable[[], Awaitable[None]] | None = None
+    on_approval: Callable[[ApprovalNotice], None] | None = None
     started: bool = False
+    #: What ``before_effects`` raised: the body did not run, and ``execute`` re-raises it.
+    hook_failure: Exception | None = None
 
 
 class _StageFailed(Exception):
@@ -290,7 +299,9 @@ class ToolRegistry(Service, name="tools"):
         ``invocation.call_id``.
 
         Never raises for tool-level problems: unknown tools, invalid arguments, raising
-        bodies, denials and timeouts all become error results.
+        bodies, denials and timeouts all become error results. The one exception is the
+        caller's own: what ``invocation.before_effects`` raises propagates (the body does not
+        run; see :class:`ToolInvocation`).
 
         Cancellation: if the calling scope is cancelled, :class:`trio.Cancelled` propagates;
         ``tools/result`` first records ``ABORTED`` (the body had started) or
@@ -307,7 +318,7 @@ class ToolRegistry(Service, name="tools"):
             agent=agent,
             tool=self._view(scope).get(invocation.name),
         )
-        call = _Call(execution, scope, parsed)
+        call = _Call(execution, scope, parsed, invocation.before_effects, invocation.on_approval)
         try:
             await trio.lowlevel.checkpoint()
             result = await self._pipeline(call)
@@ -324,6 +335,8 @@ class ToolRegistry(Service, name="tools"):
                 reason = self._run_guards(call)
             if reason is None:
                 result = await self._execute(call)
+                if call.hook_failure is not None:  # even if a listener made up a result
+                    raise call.hook_failure
             else:
                 result = error_result(call.execution.call_id, DENIED, reason)
             return await self._post_execute(call, result)
@@ -369,26 +382,35 @@ class ToolRegistry(Service, name="tools"):
         )
 
     async def _ask(self, call: _Call, reason: str | None) -> str | None:
-        what = f'tool "{call.execution.name}" requires approval' + (
-            f" ({reason})" if reason else ""
-        )
-        approval: ApprovalService | None = self.ctx.get("approval")
+        execution = call.execution
+        what = f'tool "{execution.name}" requires approval' + (f" ({reason})" if reason else "")
+        approval = self.ctx.get(APPROVAL)
         if approval is None:
-            return (
-                f"{what}, but no approval service is mounted; mount one (ctx.approval) or "
-                "have the tools/pre-execute policy answer Allow() or Deny()"
-            )
+            return f"{what}, but {NO_APPROVAL_SERVICE}"
+        tool = execution.tool
+        request = ApprovalRequest(
+            agent=execution.agent.id if execution.agent is not None else None,
+            call_id=execution.call_id,
+            tool=execution.name,
+            arguments=execution.arguments,
+            reason=reason,
+            read_only=tool.read_only if tool is not None else False,
+        )
+        self._announce(call, "approval/request", ApprovalNotice(request))
         try:
-            granted = await approval.request(call.execution, reason)
+            answer = await request_approval(approval, request, execution)
         except Exception as exc:
             self._fail(call, "approval service", exc)
-        if granted is True:
+        by = type(approval).__name__
+        self._announce(call, "approval/decision", ApprovalNotice(request, answer, by))
+        if isinstance(answer, Approved):
             return None
-        if granted is False:
-            return f"{what} and was not approved"
-        self._fail(
-            call, "approval service", f"request() returned {granted!r}; expected True or False"
-        )
+        return answer.reason or f"{what} and was not approved"
+
+    def _announce(self, call: _Call, name: str, notice: ApprovalNotice) -> None:
+        if call.on_approval is not None:
+            call.on_approval(notice)
+        self.ctx.emit(name, notice, target=call.scope)
 
     def _run_guards(self, call: _Call) -> str | None:
         scope = call.scope
@@ -418,6 +440,8 @@ class ToolRegistry(Service, name="tools"):
         try:
             result = await self.ctx.waterfall(stage, call.execution, dispatch, target=call.scope)
         except Exception as exc:
+            if exc is call.hook_failure:
+                raise
             self._fail(call, stage, exc)
         if not isinstance(result, ToolResult):
             self._fail(call, stage, f"a listener returned {result!r}; expected a ToolResult")
@@ -464,10 +488,22 @@ class ToolRegistry(Service, name="tools"):
             )
         context = ToolCallContext(call_id, name, execution.agent)
         timeout = math.inf if tool.timeout is None else tool.timeout
+        if call.before_effects is not None and not tool.read_only:
+            try:
+                await call.before_effects()
+            except Exception as exc:
+                call.hook_failure = exc
+                raise
         call.started = True
+        timed_out = False
         try:
-            with trio.move_on_after(timeout) as deadline:
+            if timeout == math.inf:
+                # No timeout: no cancel scope to open and close per call (#17).
                 value = await tool.body(arguments, context)
+            else:
+                with trio.move_on_after(timeout) as deadline:
+                    value = await tool.body(arguments, context)
+                timed_out = deadline.cancelled_caught
         except Exception as exc:
             logger.warning("tool %r raised (call %s)", name, call_id, exc_info=exc)
             return error_result(
@@ -476,7 +512,7 @@ class ToolRegistry(Service, name="tools"):
                 str(exc) or type(exc).__name__,
                 additional_context=context.deferred,
             )
-        if deadline.cancelled_caught:
+        if timed_out:
             return error_result(
                 call_id,
                 TOOL_TIMEOUT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -10,6 +11,7 @@ from typing import Any, Literal, Protocol, TypeAlias, TypeGuard, final
 
 import attrs
 
+from .._deprecate import warn_deprecated
 from ..ids import CallId
 from ..llm import (
     ContentBlock,
@@ -22,23 +24,30 @@ from ..llm import (
     ToolResultBlock,
     ToolSchema,
 )
-from ..runtime import Context, Scope
+from ..runtime import Context, Scope, ServiceKey
 from ._errors import ToolDefinitionError
 
 __all__ = [
     "ABORTED",
     "ABORTED_BEFORE_DISPATCH",
+    "APPROVAL",
     "DENIED",
     "INVALID_ARGS",
     "TOOL_ERROR",
+    "TOOL_OUTCOME_UNKNOWN",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "Accept",
     "AgentLike",
     "Allow",
+    "ApprovalAnswer",
+    "ApprovalNotice",
+    "ApprovalRequest",
     "ApprovalService",
+    "Approved",
     "Ask",
     "Block",
+    "Denied",
     "Deny",
     "PostExecute",
     "PostExecuteDecision",
@@ -71,6 +80,10 @@ ABORTED = "ABORTED"
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
 #: The body overran the tool's ``timeout``.
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
+#: Crash repair's result for a call of a tool with effects that had started when the process
+#: stopped: it may or may not have taken effect (written by
+#: :func:`trio_agent.session.repair_closers`, which spells the same code).
+TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 
 
 # --- the agent, as far as tools care ----------------------------------------------------------
@@ -154,6 +167,9 @@ class Tool:
     Attributes:
         timeout: Seconds the body may run before the call ends ``TOOL_TIMEOUT``; None for none.
         concurrency_safe: Whether the loop may run this tool in parallel with other safe calls.
+        read_only: Whether the body has no effects outside the call (it only reads). A read-only
+            call needs no write-ahead flush before it runs, and crash repair tells the model it
+            is safe to run again; any other call is treated as one that may have effects.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -163,6 +179,7 @@ class Tool:
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     concurrency_safe: bool = False
     arguments_type: type | None = attrs.field(default=None, repr=False)
+    read_only: bool = False
 
     @property
     def schema(self) -> ToolSchema:
@@ -217,12 +234,29 @@ class ToolCallContext:
 @attrs.frozen
 class ToolInvocation:
     """One call to execute: the model's call id, the tool name, the raw JSON arguments text and
-    the agent making it (``None`` for a call outside any agent, which sees only global tools)."""
+    the agent making it (``None`` for a call outside any agent, which sees only global tools).
+
+    ``before_effects`` is the caller's hook right before the body of a tool that may have
+    effects (``read_only=False``) runs: after ``tools/pre-execute``, approval, the guards and
+    argument validation allowed the call, with nothing in between. The loop makes the call's
+    ``tool/call`` durable there (write-ahead). If it raises, the body does not run,
+    ``tools/result`` records ``ABORTED_BEFORE_DISPATCH`` and the exception propagates from
+    :meth:`ToolRegistry.execute <trio_agent.tools.ToolRegistry.execute>` (it is the caller's
+    failure, not the tool's); ``tools/execute`` listeners cannot turn it into a result.
+    """
 
     call_id: CallId
     name: str
     arguments: str
     agent: AgentLike | None = None
+    before_effects: Callable[[], Awaitable[None]] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+    #: Called with the ``approval/request`` and ``approval/decision`` notices of this call
+    #: (before the body runs); the loop logs them as session events.
+    on_approval: Callable[[ApprovalNotice], None] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
     @classmethod
     def from_block(cls, block: ToolCallBlock, agent: AgentLike | None = None) -> ToolInvocation:
@@ -353,13 +387,125 @@ PreExecuteDecision: TypeAlias = Allow | Deny | Ask
 PostExecuteDecision: TypeAlias = Accept | Block
 
 
-class ApprovalService(Protocol):
-    """The optional ``ctx.approval`` service consulted when a pre-execute policy answers
-    :class:`Ask`. ``request`` returns True to allow the call, False to deny it."""
+@attrs.frozen
+class ApprovalRequest:
+    """What the ``approval`` service is asked: may this tool call run?
 
-    async def request(self, execution: ToolExecution, reason: str | None) -> bool:
-        """Ask whether ``execution`` may run; ``reason`` is the policy's explanation."""
+    Attributes:
+        agent: The id of the agent making the call (``None`` outside any agent).
+        call_id: The call's id.
+        tool: The tool name.
+        arguments: The raw JSON arguments text, as the model wrote it (untrusted).
+        reason: The pre-execute policy's explanation, if any.
+        read_only: Whether the tool declares it has no effects.
+    """
+
+    agent: str | None
+    call_id: CallId
+    tool: str
+    arguments: str
+    reason: str | None = None
+    read_only: bool = False
+
+
+@attrs.frozen
+class Approved:
+    """An approval answer: the call may run. ``remember="session"`` allows this tool for the
+    rest of the session without asking again (recorded in the log, so a resumed session
+    remembers it)."""
+
+    remember: Literal["once", "session"] = "once"
+
+
+@attrs.frozen
+class Denied:
+    """An approval answer: the call must not run; ``reason`` goes to the model."""
+
+    reason: str | None = None
+
+
+#: What :meth:`ApprovalService.request` returns.
+ApprovalAnswer: TypeAlias = Approved | Denied
+
+
+class ApprovalService(Protocol):
+    """The optional ``approval`` service (key :data:`APPROVAL`) consulted when a pre-execute
+    policy answers :class:`Ask`.
+
+    .. note:: A service whose ``request(execution, reason)`` returns a bool keeps working for
+       one release, with a deprecation warning (``True`` → ``Approved()``, ``False`` →
+       ``Denied()``).
+    """
+
+    async def request(self, request: ApprovalRequest) -> Approved | Denied:
+        """Answer ``request``. Cancellation: the call is cancelled with the turn; the tool
+        then records ``ABORTED_BEFORE_DISPATCH``."""
         ...
+
+
+@attrs.frozen
+class ApprovalNotice:
+    """The payload of the ``approval/request`` (``answer`` None) and ``approval/decision``
+    hooks the registry emits around the approval service, before the tool body runs."""
+
+    request: ApprovalRequest
+    answer: Approved | Denied | None = None
+    #: Who answered: the approval service's class name (``None`` on the request).
+    by: str | None = None
+
+
+#: The end of the deny reason when a policy answers ``Ask`` and no approval service is mounted.
+NO_APPROVAL_SERVICE = (
+    "no approval service is mounted; allow it with --yes or --allow TOOL (CLI), "
+    "a tools.approval allow entry (config), or mount an approval service (key APPROVAL)"
+)
+
+
+def _legacy_signature(service: object) -> bool:
+    """Whether ``service.request`` takes the old ``(execution, reason)`` pair."""
+    try:
+        params = inspect.signature(service.request).parameters.values()  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+async def request_approval(
+    service: ApprovalService, request: ApprovalRequest, execution: ToolExecution
+) -> Approved | Denied:
+    """Ask ``service`` about ``request`` and return its answer as :class:`Approved` / :class:`Denied`.
+
+    The one place the legacy seam is kept: a service whose ``request`` takes
+    ``(execution, reason)`` and/or returns a bool still works, with one
+    :class:`~trio_agent.TrioAgentDeprecationWarning` per call.
+
+    Raises:
+        TypeError: The service answered something else.
+    """
+    legacy: Any = service
+    old_signature = _legacy_signature(service)
+    if old_signature:
+        answer: object = await legacy.request(execution, request.reason)
+    else:
+        answer = await service.request(request)
+    if old_signature or isinstance(answer, bool):
+        warn_deprecated(
+            "an approval service taking (execution, reason) or returning a bool",
+            "0.1.0",
+            replacement="request(ApprovalRequest) -> Approved() | Denied(reason)",
+            issue=14,
+            stacklevel=2,
+        )
+    if isinstance(answer, bool):
+        return Approved() if answer else Denied()
+    if isinstance(answer, Approved | Denied):
+        return answer
+    raise TypeError(f"request() returned {answer!r}; expected Approved() or Denied(reason)")
+
+
+#: The typed key of the optional ``ctx.approval`` service: ``ctx.get(APPROVAL)``.
+APPROVAL: ServiceKey[ApprovalService] = ServiceKey("approval")
 
 
 # --- results ----------------------------------------------------------------------------------

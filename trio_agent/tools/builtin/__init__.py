@@ -8,8 +8,12 @@ Mount :class:`BuiltinTools` after the tool registry to offer them to every agent
 or build the :class:`~trio_agent.tools.Tool` objects yourself with :func:`builtin_tools`.
 
 Every path is confined to the workspace root by :meth:`Workspace.resolve` (``..``, absolute
-paths elsewhere and symbolic links pointing out are refused with a ``DENIED`` result); the
-``shell`` tool runs only what its :class:`ShellPolicy` allows. Failures are error results
+paths elsewhere and symbolic links pointing out are refused with a ``DENIED`` result), and
+protected paths (``.git``, ``.trio-agent/``, ``trio-agent.yml``, the harness's own files,
+``protect`` globs) are never read or written (``DENIED``, :class:`ProtectedPathError`). The
+``shell`` tool runs only what its :class:`ShellPolicy` allows, in a scrubbed environment (no
+API keys) with git's program-running settings disabled. ``grep`` matches in a separate
+process that is killed at its time limit or on cancellation. Failures are error results
 (``Error: ...``) that say what was wrong and what to do instead.
 """
 
@@ -18,6 +22,7 @@ from ._config import BuiltinToolsConfig as BuiltinToolsConfig
 from ._config import ShellSetting as ShellSetting
 from ._errors import BuiltinToolError as BuiltinToolError
 from ._errors import BuiltinToolsConfigError as BuiltinToolsConfigError
+from ._errors import ProtectedPathError as ProtectedPathError
 from ._errors import ShellPolicyError as ShellPolicyError
 from ._errors import WorkspacePathError as WorkspacePathError
 from ._files import SKIPPED_DIRECTORIES as SKIPPED_DIRECTORIES
@@ -33,6 +38,7 @@ __all__ = [
     "BuiltinTools",
     "BuiltinToolsConfig",
     "BuiltinToolsConfigError",
+    "ProtectedPathError",
     "ShellPolicy",
     "ShellPolicyError",
     "ShellSetting",

@@ -6,6 +6,7 @@
     └── ToolError
         ├── BuiltinToolError                        a built-in tool call failed (model-facing)
         │   ├── WorkspacePathError (ValueError)     a path outside the workspace root, or malformed
+        │   │   └── ProtectedPathError              a protected path (.git, the harness's files...)
         │   └── ShellPolicyError (PermissionError)  a command the shell policy refuses
         └── BuiltinToolsConfigError (ValueError)    an invalid BuiltinToolsConfig or workspace root
 
@@ -22,7 +23,13 @@ from typing import ClassVar
 from .._errors import ToolError
 from .._types import DENIED, TOOL_ERROR
 
-__all__ = ["BuiltinToolError", "BuiltinToolsConfigError", "ShellPolicyError", "WorkspacePathError"]
+__all__ = [
+    "BuiltinToolError",
+    "BuiltinToolsConfigError",
+    "ProtectedPathError",
+    "ShellPolicyError",
+    "WorkspacePathError",
+]
 
 
 class BuiltinToolError(ToolError):
@@ -36,6 +43,13 @@ class BuiltinToolError(ToolError):
 class WorkspacePathError(BuiltinToolError, ValueError):
     """A path the workspace refuses: it leads outside the root (``..``, an absolute path
     elsewhere, a symbolic link pointing out) or cannot be a path at all (a NUL byte)."""
+
+    code: ClassVar[str] = DENIED
+
+
+class ProtectedPathError(WorkspacePathError):
+    """A path the file tools never touch: ``.git``, the harness's own files (configuration,
+    sessions, history), or a path matching a ``protect`` glob."""
 
     code: ClassVar[str] = DENIED
 

@@ -1,4 +1,4 @@
-"""The file tools' blocking work (run in worker threads): read, write, edit, list, glob, grep.
+"""The file tools' blocking work (run in worker threads): read, write, edit, list, glob.
 
 Every function takes the :class:`Workspace` and reports problems as :class:`BuiltinToolError`
 with a model-facing message; paths in messages and listings are relative to the root.
@@ -7,31 +7,38 @@ with a model-facing message; paths in messages and listings are relative to the 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
-import re
 import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import attrs
+import trio
 
 from ._errors import BuiltinToolError, WorkspacePathError
+from ._globs import GlobPattern, GlobTooComplex, has_magic
 from ._workspace import Workspace, quoted
 
 __all__ = [
     "SKIPPED_DIRECTORIES",
     "Limits",
+    "Stopped",
     "edit_file",
     "glob_paths",
-    "grep",
+    "in_thread",
     "list_dir",
+    "os_errors",
+    "pattern_parts",
+    "plural",
     "read_file",
+    "scan",
     "write_file",
 ]
+
+T = TypeVar("T")
 
 #: Directories ``grep`` never descends into, and ``glob``'s ``**`` skips unless the pattern
 #: names them: version control, virtual environments, caches, dependencies, session logs.
@@ -56,15 +63,13 @@ SKIPPED_DIRECTORIES = frozenset(
 
 #: A file whose first this-many bytes hold a NUL byte is binary.
 _SNIFF_BYTES = 8192
-#: grep searches at most this many bytes of each line.
-_GREP_LINE_BYTES = 1 << 20
-#: grep shows at most this many characters of a matching line.
-_GREP_SHOWN_CHARS = 300
 #: edit_file refuses files larger than this (it holds the whole file in memory).
 _MAX_EDIT_BYTES = 64 << 20
-_COUNT_CHUNK = 1 << 20
+_CHUNK = 1 << 20
 #: read_file counts the lines after the shown ones only if there are at most this many bytes.
 _MAX_COUNT_BYTES = 64 << 20
+#: read_file reads at most this many bytes to find ``start_line``.
+_MAX_SCAN_BYTES = 256 << 20
 
 
 @attrs.frozen
@@ -77,15 +82,33 @@ class Limits:
     max_output_bytes: int
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """The caller went away (cancelled); the worker thread stops early."""
+
+
+class _TooFar(Exception):
+    """``read_file``'s scan budget ran out before ``start_line`` (after ``found`` lines)."""
+
+    def __init__(self, found: int) -> None:
+        super().__init__(found)
+        self.found = found
 
 
 # --- helpers ----------------------------------------------------------------------------------
 
 
+async def in_thread(fn: Callable[[threading.Event], T]) -> T:
+    """Run ``fn(stop)`` in a worker thread that a cancellation abandons; ``stop`` is set when
+    the call ends so an abandoned walk or scan stops at its next check."""
+    stop = threading.Event()
+    try:
+        return await trio.to_thread.run_sync(fn, stop, abandon_on_cancel=True)
+    finally:
+        stop.set()
+
+
 @contextlib.contextmanager
-def _os_errors(shown: str, action: str) -> Iterator[None]:
+def os_errors(shown: str, action: str) -> Iterator[None]:
     """Turn an ``OSError`` into a :class:`BuiltinToolError` that says what to do."""
     try:
         yield
@@ -122,27 +145,42 @@ def _binary_error(shown: str) -> BuiltinToolError:
     )
 
 
-def _lines(f: BinaryIO, cap: int) -> Iterator[tuple[bytes, bool]]:
-    """Yield each line (with its line break) cut to ``cap`` bytes, and whether it was cut; the
-    rest of a cut line is skipped without holding it in memory."""
-    while raw := f.readline(cap):
-        cut = False
-        if len(raw) == cap and not raw.endswith(b"\n"):
-            while more := f.readline(cap):
-                cut = True
-                if more.endswith(b"\n"):
-                    break
-        yield raw, cut
-
-
-def _count_lines(f: BinaryIO) -> int:
-    """The number of lines from the current position to the end of ``f``."""
+def _count_newlines(f: BinaryIO, stop: threading.Event) -> int:
+    """The number of line breaks from the current position to the end of ``f``."""
     count = 0
-    last = b"\n"
-    while chunk := f.read(_COUNT_CHUNK):
+    while chunk := f.read(_CHUNK):
+        if stop.is_set():
+            raise Stopped
         count += chunk.count(b"\n")
-        last = chunk[-1:]
-    return count if last == b"\n" else count + 1
+    return count
+
+
+def _skip_lines(f: BinaryIO, lines: int, stop: threading.Event) -> int:
+    """Move past the first ``lines`` line breaks of ``f`` (from the start), reading at most
+    :data:`_MAX_SCAN_BYTES`; return how many were found (fewer at the end of the file).
+
+    Raises:
+        _TooFar: the scan budget ran out first.
+    """
+    found = 0
+    while found < lines:
+        if stop.is_set():
+            raise Stopped
+        start = f.tell()
+        if start >= _MAX_SCAN_BYTES:
+            raise _TooFar(found)
+        chunk = f.read(min(_CHUNK, _MAX_SCAN_BYTES - start))
+        if not chunk:
+            break
+        index = -1
+        while found < lines:
+            index = chunk.find(b"\n", index + 1)
+            if index == -1:
+                break
+            found += 1
+        if found == lines:
+            f.seek(start + index + 1)
+    return found
 
 
 def _check_line_number(name: str, value: int | None) -> None:
@@ -150,17 +188,66 @@ def _check_line_number(name: str, value: int | None) -> None:
         raise BuiltinToolError(f"{name} must be 1 or more (lines are numbered from 1), got {value}")
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
+    """``1 word`` or ``N words``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 # --- read_file --------------------------------------------------------------------------------
 
 
+@attrs.define
+class _Window:
+    """The lines ``read_file`` shows, read with at most ``max_read_bytes`` in memory."""
+
+    pieces: list[bytes] = attrs.field(factory=list)
+    size: int = 0
+    capped: bool = False
+    cut: bool = False
+    newlines: int = 0  # line breaks consumed while reading the window
+
+
+def _read_window(f: BinaryIO, limits: Limits, wanted: int | None) -> _Window:
+    """Read up to ``wanted`` lines (all, if None) from the current position, within the caps.
+    A line that does not fit is left unread (``f`` is moved back to its start), unless it is
+    the first: then its first ``max_read_bytes`` are taken and the rest is never read."""
+    window = _Window()
+    while wanted is None or len(window.pieces) < wanted:
+        room = limits.max_read_bytes - window.size
+        # One byte more than fits tells a line that fits from one that does not.
+        raw = f.readline(room + 1)
+        if not raw:
+            break
+        if len(window.pieces) == limits.max_read_lines or len(raw) > room:
+            window.capped = True
+            if window.pieces:
+                f.seek(-len(raw), os.SEEK_CUR)
+            else:
+                window.pieces.append(raw[:room])
+                window.cut = True
+                f.seek(room - len(raw), os.SEEK_CUR)
+            break
+        window.pieces.append(raw)
+        window.size += len(raw)
+        window.newlines += raw.endswith(b"\n")
+    return window
+
+
 def read_file(
-    ws: Workspace, limits: Limits, path: str, start_line: int | None, end_line: int | None
+    ws: Workspace,
+    limits: Limits,
+    path: str,
+    start_line: int | None,
+    end_line: int | None,
+    stop: threading.Event,
 ) -> str:
-    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file, capped."""
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file, capped.
+
+    Memory and CPU stay bounded whatever the line lengths: at most ``max_read_bytes`` are
+    held, finding ``start_line`` reads at most :data:`_MAX_SCAN_BYTES`, a line longer than the
+    cap is cut (its rest is never read), and the total line count is given only when the rest
+    of the file is at most :data:`_MAX_COUNT_BYTES`.
+    """
     _check_line_number("start_line", start_line)
     _check_line_number("end_line", end_line)
     if start_line is not None and end_line is not None and end_line < start_line:
@@ -171,47 +258,41 @@ def read_file(
     resolved = ws.resolve(path)
     shown = ws.display(resolved)
     first = start_line or 1
-    with _os_errors(shown, "read"):
+    wanted = None if end_line is None else end_line - first + 1
+    with os_errors(shown, "read"):
         fd = ws.open_file(resolved, shown)
         with os.fdopen(fd, "rb") as f:
             if _is_binary(f):
                 raise _binary_error(shown)
-            pieces: list[bytes] = []
-            size = 0
-            lineno = 0
-            last_shown = 0
-            capped = False
-            cut_lines: list[int] = []
-            for lineno, (raw, cut) in enumerate(_lines(f, limits.max_read_bytes), 1):
-                if lineno < first:
-                    continue
-                if end_line is not None and lineno > end_line:
-                    break
-                if len(pieces) == limits.max_read_lines or size + len(raw) > limits.max_read_bytes:
-                    capped = True
-                    break
-                pieces.append(raw)
-                size += len(raw)
-                last_shown = lineno
-                if cut:
-                    cut_lines.append(lineno)
-            # Lines 1..lineno have been read; count the rest for the note, unless that means
-            # reading a huge remainder just to say how long the file is.
             size_of_file = os.fstat(f.fileno()).st_size
-            rest = size_of_file - f.tell()
-            total: int | None = lineno + _count_lines(f) if rest <= _MAX_COUNT_BYTES else None
+            try:
+                skipped = _skip_lines(f, first - 1, stop)
+            except _TooFar as exc:
+                raise BuiltinToolError(
+                    f"start_line {first} of {quoted(shown)} lies beyond the first "
+                    f"{_MAX_SCAN_BYTES >> 20} MiB of the file ({exc.found} lines there); "
+                    "read_file does not scan further. Use grep to find the text you need"
+                ) from None
+            window = _read_window(f, limits, wanted) if skipped == first - 1 else _Window()
+            ends_with_newline = size_of_file == 0 or os.pread(fd, 1, size_of_file - 1) == b"\n"
+            # Count the rest only if that does not mean reading a huge remainder.
+            total: int | None = None
+            if size_of_file - f.tell() <= _MAX_COUNT_BYTES:
+                newlines = skipped + window.newlines + _count_newlines(f, stop)
+                total = newlines + (not ends_with_newline)
+    last_shown = first + len(window.pieces) - 1
     of = f"of {total}" if total is not None else f"of a {size_of_file}-byte file"
-    if not pieces:
-        assert total is not None  # nothing shown: the loop read to the end
+    if not window.pieces:
         if total == 0 and first == 1:
             return f"[{shown} is empty]"
+        assert total is not None  # nothing shown: the scan reached the end
         raise BuiltinToolError(
             f"start_line {first} is past the end of {quoted(shown)}, which has "
-            f"{_plural(total, 'line')}; pass a start_line from 1 to {max(total, 1)}"
+            f"{plural(total, 'line')}; pass a start_line from 1 to {max(total, 1)}"
         )
-    text = b"".join(pieces).decode("utf-8", "replace")
+    text = b"".join(window.pieces).decode("utf-8", "replace")
     notes: list[str] = []
-    if capped:
+    if window.capped:
         notes.append(
             f"[showing lines {first}-{last_shown} {of}: read_file returns at most "
             f"{limits.max_read_lines} lines / {limits.max_read_bytes} bytes per call. To read "
@@ -219,11 +300,10 @@ def read_file(
         )
     elif first != 1 or last_shown != total:
         notes.append(f"[showing lines {first}-{last_shown} {of}]")
-    if cut_lines:
-        listed = ", ".join(map(str, cut_lines[:10]))
+    if window.cut:
         notes.append(
-            f"[line(s) {listed} are longer than {limits.max_read_bytes} bytes and were cut; "
-            "use grep to search them]"
+            f"[line {last_shown} is longer than {limits.max_read_bytes} bytes and was cut; "
+            "use grep to search it]"
         )
     if notes:
         text = text + ("" if text.endswith("\n") else "\n") + "\n".join(notes)
@@ -242,12 +322,12 @@ def _write_atomically(ws: Workspace, resolved: Path, shown: str, data: bytes) ->
             f"{quoted(shown)} is the workspace root directory; pass a file path inside it"
         )
     parent = resolved.parent
-    with _os_errors(ws.display(parent), "create the directory"):
+    with os_errors(ws.display(parent), "create the directory"):
         os.makedirs(parent, exist_ok=True)
-    with _os_errors(shown, "write"):
-        dir_fd = ws.open_directory(parent, shown)
+    with os_errors(shown, "write"):
+        name = resolved.name
+        dir_fd = ws.open_directory(parent, shown, write=True, child=name)
         try:
-            name = resolved.name
             try:
                 old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -289,12 +369,12 @@ def _encode(text: str, what: str) -> bytes:
 
 def write_file(ws: Workspace, path: str, content: str) -> str:
     """Create or overwrite a file with ``content`` (UTF-8), creating parent directories."""
-    resolved = ws.resolve(path)
+    resolved = ws.resolve(path, write=True)
     shown = ws.display(resolved)
     data = _encode(content, "content")
     created = _write_atomically(ws, resolved, shown, data)
     what = "created the file" if created else "replaced its previous content"
-    return f"Wrote {_plural(len(data), 'byte')} to {quoted(shown)} ({what})"
+    return f"Wrote {plural(len(data), 'byte')} to {quoted(shown)} ({what})"
 
 
 def _line_of(text: str, index: int) -> int:
@@ -319,9 +399,9 @@ def edit_file(ws: Workspace, path: str, old: str, new: str) -> str:
         )
     if old == new:
         raise BuiltinToolError("old and new are the same text; the edit would change nothing")
-    resolved = ws.resolve(path)
+    resolved = ws.resolve(path, write=True)
     shown = ws.display(resolved)
-    with _os_errors(shown, "read"):
+    with os_errors(shown, "read"):
         fd = ws.open_file(resolved, shown)
         with os.fdopen(fd, "rb") as f:
             if os.fstat(f.fileno()).st_size > _MAX_EDIT_BYTES:
@@ -366,8 +446,8 @@ def edit_file(ws: Workspace, path: str, old: str, new: str) -> str:
     removed = old.count("\n") + 1
     added = new.count("\n") + 1 if new else 0
     return (
-        f"Edited {quoted(shown)}: replaced {_plural(removed, 'line')} at line "
-        f"{_line_of(text, start)} with {_plural(added, 'line')}"
+        f"Edited {quoted(shown)}: replaced {plural(removed, 'line')} at line "
+        f"{_line_of(text, start)} with {plural(added, 'line')}"
     )
 
 
@@ -382,10 +462,11 @@ def _entry_is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 def list_dir(ws: Workspace, limits: Limits, path: str) -> str:
-    """The entries of a directory, sorted by name, directories marked with ``/``, capped."""
+    """The entries of a directory, sorted by name, directories marked with ``/``, capped;
+    protected entries are left out (and counted)."""
     resolved = ws.resolve(path)
     shown = ws.display(resolved)
-    with _os_errors(shown, "list"):
+    with os_errors(shown, "list"):
         try:
             dir_fd = ws.open_directory(resolved, shown)
         except NotADirectoryError:
@@ -394,11 +475,16 @@ def list_dir(ws: Workspace, limits: Limits, path: str) -> str:
             ) from None
         try:
             with os.scandir(dir_fd) as entries:
-                names = sorted(e.name + ("/" if _entry_is_dir(e) else "") for e in entries)
+                listed = [(e.name, _entry_is_dir(e)) for e in entries]
         finally:
             os.close(dir_fd)
+    names = sorted(n + ("/" if d else "") for n, d in listed if not _protected(ws, resolved, n))
+    hidden = len(listed) - len(names)
+    note = (
+        f"[{hidden} protected {'entry' if hidden == 1 else 'entries'} not shown]" if hidden else ""
+    )
     if not names:
-        return f"[{shown} is empty]"
+        return f"[{shown} is empty]" + (f"\n{note}" if note else "")
     shown_names = names[: limits.max_results]
     text = "\n".join(shown_names)
     if len(names) > len(shown_names):
@@ -407,19 +493,24 @@ def list_dir(ws: Workspace, limits: Limits, path: str) -> str:
             f"(list_dir shows at most {limits.max_results}); use glob with a pattern to find "
             "specific files]"
         )
-    return text
+    return text + (f"\n{note}" if note else "")
+
+
+def _protected(ws: Workspace, directory: str | os.PathLike[str], name: str) -> bool:
+    return ws.protection(os.path.join(directory, name)) is not None
 
 
 # --- glob -------------------------------------------------------------------------------------
 
 
-def _has_magic(part: str) -> bool:
-    return any(c in part for c in "*?[")
+def pattern_parts(ws: Workspace, pattern: str, what: str = "pattern") -> tuple[GlobPattern, bool]:
+    """Compile a glob pattern relative to the root; and whether it ends in ``/``
+    (directories only).
 
-
-def _pattern_parts(ws: Workspace, pattern: str, what: str = "pattern") -> tuple[list[str], bool]:
-    """Split a glob pattern into components relative to the root; and whether it ends in
-    ``/`` (directories only)."""
+    Raises:
+        WorkspacePathError: an absolute pattern outside the root, or one containing ``..``.
+        BuiltinToolError: the pattern is empty, matches only the root, or is too complex.
+    """
     if not pattern.strip():
         raise BuiltinToolError(f'{what} is empty; pass a glob pattern such as "**/*.py"')
     if "\0" in pattern:
@@ -444,22 +535,15 @@ def _pattern_parts(ws: Workspace, pattern: str, what: str = "pattern") -> tuple[
             f"{what} {quoted(pattern)} matches only the workspace root; use list_dir to list "
             'it, or a pattern such as "*" or "**/*.md"'
         )
-    return parts, text.endswith("/")
+    try:
+        compiled = GlobPattern.compile(parts)
+    except GlobTooComplex as exc:
+        raise BuiltinToolError(f"{what} {quoted(pattern)} is too complex: {exc}") from None
+    return compiled, text.endswith("/")
 
 
-def _match_parts(pattern: list[str], parts: list[str]) -> bool:
-    """Whether path ``parts`` match pattern components (``**`` = zero or more components)."""
-    if not pattern:
-        return not parts
-    head = pattern[0]
-    if head == "**":
-        return any(_match_parts(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
-    return (
-        bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match_parts(pattern[1:], parts[1:])
-    )
-
-
-def _scan(directory: str) -> list[os.DirEntry[str]]:
+def scan(directory: str) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` sorted by name (none if it cannot be read)."""
     try:
         with os.scandir(directory) as entries:
             return sorted(entries, key=lambda e: e.name)
@@ -468,14 +552,22 @@ def _scan(directory: str) -> list[os.DirEntry[str]]:
 
 
 def _glob(
-    ws: Workspace, parts: list[str], dirs_only: bool, stop: threading.Event
+    ws: Workspace, pattern: GlobPattern, dirs_only: bool, stop: threading.Event
 ) -> dict[str, bool]:
+    """Matching paths (relative) and whether each is a directory. Each (directory, pattern
+    position) pair is visited once, so the walk is linear in the tree times the pattern."""
+    parts = pattern.parts
     results: dict[str, bool] = {}
     visited: set[tuple[str, int]] = set()
-    named = {p for p in parts if not _has_magic(p)}
+    named = {p for p in parts if not has_magic(p)}
 
-    def inside(entry: os.DirEntry[str]) -> bool:
-        return not entry.is_symlink() or ws.contains(os.path.realpath(entry.path))
+    def usable(entry: os.DirEntry[str]) -> bool:
+        if ws.protection(entry.path) is not None:
+            return False
+        if not entry.is_symlink():
+            return True
+        real = os.path.realpath(entry.path)
+        return ws.contains(real) and ws.protection(real) is None
 
     def add(relative: str, is_dir: bool) -> None:
         if is_dir or not dirs_only:
@@ -483,7 +575,7 @@ def _glob(
 
     def visit(directory: str, relative: str, i: int) -> None:
         if stop.is_set():
-            raise _Stopped
+            raise Stopped
         if (directory, i) in visited:
             return
         visited.add((directory, i))
@@ -491,14 +583,15 @@ def _glob(
             if relative:
                 add(relative, True)
             return
-        part = parts[i]
         last = i == len(parts) - 1
-        if part == "**":
+        if pattern.is_double_star(i):
             visit(directory, relative, i + 1)
-            for entry in _scan(directory):
+            for entry in scan(directory):
+                if not usable(entry):
+                    continue
                 child = f"{relative}/{entry.name}" if relative else entry.name
                 is_dir = _entry_is_dir(entry)
-                if last and inside(entry):
+                if last:
                     add(child, is_dir)
                 # ``**`` never follows symbolic links (no cycles) nor enters skipped directories
                 # the pattern does not name.
@@ -509,8 +602,8 @@ def _glob(
                 ):
                     visit(entry.path, child, i)
             return
-        for entry in _scan(directory):
-            if not fnmatch.fnmatchcase(entry.name, part) or not inside(entry):
+        for entry in scan(directory):
+            if not pattern.match_part(i, entry.name) or not usable(entry):
                 continue
             child = f"{relative}/{entry.name}" if relative else entry.name
             is_dir = _entry_is_dir(entry)
@@ -530,12 +623,14 @@ def _glob(
 
 
 def glob_paths(ws: Workspace, limits: Limits, pattern: str, stop: threading.Event) -> str:
-    """Paths under the root matching ``pattern``, sorted, directories marked ``/``, capped."""
-    parts, dirs_only = _pattern_parts(ws, pattern)
-    found = _glob(ws, parts, dirs_only, stop)
+    """Paths under the root matching ``pattern``, sorted, directories marked ``/``, capped;
+    protected paths are never listed."""
+    compiled, dirs_only = pattern_parts(ws, pattern)
+    found = _glob(ws, compiled, dirs_only, stop)
     if not found:
         hint = ""
-        if len(parts) == 1 and parts[0] != "**":
+        parts = compiled.parts
+        if len(parts) == 1 and not compiled.is_double_star(0):
             hint = (
                 f'; a pattern without "/" matches only at the top level, use '
                 f'"**/{parts[0]}" to search all directories'
@@ -548,117 +643,5 @@ def glob_paths(ws: Workspace, limits: Limits, pattern: str, stop: threading.Even
         text += (
             f"\n[... and {len(paths) - len(shown)} more matches, {len(paths)} in all (glob "
             f"shows at most {limits.max_results}); narrow the pattern to see them]"
-        )
-    return text
-
-
-# --- grep -------------------------------------------------------------------------------------
-
-
-def _walk_files(start: str, stop: threading.Event) -> Iterator[str]:
-    """Files under ``start``, depth first in name order; symbolic links to directories are not
-    followed and :data:`SKIPPED_DIRECTORIES` below ``start`` are not entered."""
-    stack = [iter(_scan(start))]
-    while stack:
-        if stop.is_set():
-            raise _Stopped
-        entry = next(stack[-1], None)
-        if entry is None:
-            stack.pop()
-        elif not _entry_is_dir(entry):
-            yield entry.path
-        elif not entry.is_symlink() and entry.name not in SKIPPED_DIRECTORIES:
-            stack.append(iter(_scan(entry.path)))
-
-
-def grep(
-    ws: Workspace,
-    limits: Limits,
-    pattern: str,
-    path: str,
-    glob: str | None,
-    ignore_case: bool,
-    stop: threading.Event,
-) -> str:
-    """Lines matching the regular expression ``pattern``, as ``path:line: text``, capped."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise BuiltinToolError(
-            f"invalid regular expression {quoted(pattern)}: {exc.msg}{where}; fix it, or "
-            "escape special characters with a backslash (\\( \\. \\*) to match them literally"
-        ) from None
-    resolved = ws.resolve(path)
-    shown = ws.display(resolved)
-    filter_parts: list[str] | None = None
-    if glob is not None:
-        filter_parts, _ = _pattern_parts(ws, glob, "glob")
-    by_name = filter_parts is not None and len(filter_parts) == 1
-    with _os_errors(shown, "search"):
-        if resolved.is_dir():
-            files: Iterator[str] = _walk_files(str(resolved), stop)
-            single = False
-        elif resolved.exists():
-            files, single = iter([str(resolved)]), True
-        else:
-            raise FileNotFoundError
-    results: list[str] = []
-    size = 0
-    capped = False
-    searched = binary = 0
-    for file in files:
-        relative = ws.display(file)
-        if filter_parts is not None:
-            parts = [relative.rsplit("/", 1)[-1]] if by_name else relative.split("/")
-            if not _match_parts(filter_parts, parts):
-                continue
-        real = os.path.realpath(file)
-        if not ws.contains(real):
-            continue  # a symbolic link pointing out of the workspace
-        try:
-            fd = ws.open_file(Path(real), relative)
-        except (BuiltinToolError, OSError):
-            if single:
-                raise
-            continue
-        with os.fdopen(fd, "rb") as f:
-            if _is_binary(f):
-                if single:
-                    raise BuiltinToolError(
-                        f"{quoted(shown)} looks like a binary file (it contains NUL bytes); "
-                        "grep only searches text"
-                    )
-                binary += 1
-                continue
-            searched += 1
-            for lineno, (raw, _) in enumerate(_lines(f, _GREP_LINE_BYTES), 1):
-                if stop.is_set():
-                    raise _Stopped
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                if regex.search(line) is None:
-                    continue
-                if len(line) > _GREP_SHOWN_CHARS:
-                    line = line[:_GREP_SHOWN_CHARS] + " [...]"
-                hit = f"{relative}:{lineno}: {line}"
-                if len(results) == limits.max_results or size + len(hit) > limits.max_output_bytes:
-                    capped = True
-                    break
-                results.append(hit)
-                size += len(hit) + 1
-        if capped:
-            break
-    if not results:
-        skipped = f", {_plural(binary, 'binary file')} skipped" if binary else ""
-        return (
-            f"No matches for {quoted(pattern)} in {quoted(shown)} "
-            f"({_plural(searched, 'file')} searched{skipped})"
-        )
-    text = "\n".join(results)
-    if capped:
-        text += (
-            f"\n[stopped after {len(results)} matches: grep shows at most "
-            f"{limits.max_results} matches / {limits.max_output_bytes} bytes; narrow the "
-            "pattern, path or glob to see the rest]"
         )
     return text

@@ -14,10 +14,16 @@ Policy (``BuiltinToolsConfig.shell``):
   so that ``git status; rm -rf /`` or ``git status && rm -rf /`` can neither run the second
   command nor silently turn into different arguments. Quote such characters to pass them
   literally (``git log '--format=%h|%s'``). Security does not rest on that check: with a prefix
-  list nothing is ever handed to a shell.
+  list nothing is ever handed to a shell. A prefix is not a sandbox either: it chooses the
+  program, not what the program does (``pytest`` runs the tests the model wrote); approvals
+  are the gate.
+
+With a prefix list, a git command also passes the git defence (:mod:`._git`), and a command
+whose arguments name a protected path is refused (:func:`refuse_protected_arguments`).
 
 Running: the process starts in the workspace root, in a new session (its own process group),
-with stdin from ``/dev/null`` and stderr merged into stdout. Output is captured up to a byte cap,
+with stdin from ``/dev/null``, stderr merged into stdout and the scrubbed environment of
+:mod:`._environment` (never the process's own: no API keys). Output is captured up to a byte cap,
 keeping the first and last halves. When the call ends — the command exited, timed out, or the
 call was cancelled — the whole process group is killed with ``SIGKILL``, so nothing the command
 started outlives the call (a process that left the group with ``setsid`` is out of reach).
@@ -30,14 +36,23 @@ import os
 import shlex
 import signal
 import subprocess
+from collections.abc import Mapping
 from typing import Literal
 
 import attrs
 import trio
 
 from ._errors import BuiltinToolError, BuiltinToolsConfigError, ShellPolicyError
+from ._git import git_argv, is_git
+from ._workspace import Workspace
 
-__all__ = ["ShellOutcome", "ShellPolicy", "run_command", "special_characters"]
+__all__ = [
+    "ShellOutcome",
+    "ShellPolicy",
+    "refuse_protected_arguments",
+    "run_command",
+    "special_characters",
+]
 
 #: How long a killed process group may take to be reaped (shielded) before we stop waiting.
 _REAP_TIMEOUT = 5.0
@@ -156,7 +171,8 @@ class ShellPolicy:
 
         Raises:
             ShellPolicyError: shell is denied; with a prefix list, the command contains shell
-                syntax or matches no prefix.
+                syntax, matches no prefix, or is a git command the git defence refuses
+                (:mod:`._git`).
             BuiltinToolError: the command is empty or cannot be split into words.
         """
         if self.mode == "deny":
@@ -188,12 +204,41 @@ class ShellPolicy:
             ) from None
         for prefix in self.prefixes:
             if tuple(words[: len(prefix)]) == prefix:
-                return words
+                return git_argv(words, command) if is_git(words[0]) else words
         raise ShellPolicyError(
             f"command {command!r} is not allowed by the shell policy; allowed commands start "
             f"with one of: {self.shown_prefixes} (matched word by word, so options must come "
             "after the prefix); do the work with the file tools otherwise"
         )
+
+
+def refuse_protected_arguments(ws: Workspace, argv: list[str], command: str) -> None:
+    """Refuse a prefix-policy command whose arguments name a protected path.
+
+    Each argument, and the value of each ``--option=value``, is taken as a path relative to
+    the root (where commands run); if that names a protected path (``.git``, the harness's
+    files, ``protect`` globs), the command is refused. This stops the plain routes around the
+    file tools' protection (``git diff --output=trio-agent.yml``, ``pytest
+    --basetemp=.trio-agent``); it cannot see paths a program computes itself.
+
+    Raises:
+        ShellPolicyError: an argument names a protected path.
+    """
+    for word in argv[1:]:
+        values = [word]
+        if word.startswith("-") and "=" in word:
+            values.append(word.partition("=")[2])
+        for value in values:
+            if not value or "\0" in value:
+                continue
+            candidate = os.path.join(ws.root, value)
+            for path in (os.path.normpath(candidate), os.path.realpath(candidate)):
+                reason = ws.protection(path)
+                if reason is not None:
+                    raise ShellPolicyError(
+                        f"command {command!r} is refused: its argument {value!r} names a "
+                        f"protected path ({reason}); commands may not read or change it"
+                    )
 
 
 def _check_time_limit(value: float) -> None:
@@ -275,9 +320,15 @@ async def _drain(stream: trio.abc.ReceiveStream, capture: _Capture) -> None:
 
 
 async def run_command(
-    argv: list[str], *, cwd: str, time_limit: float, max_output_bytes: int
+    argv: list[str],
+    *,
+    cwd: str,
+    time_limit: float,
+    max_output_bytes: int,
+    env: Mapping[str, str],
 ) -> ShellOutcome:
-    """Run ``argv`` in ``cwd`` with stderr merged into stdout, for at most ``time_limit`` seconds.
+    """Run ``argv`` in ``cwd`` with exactly the environment ``env`` and stderr merged into
+    stdout, for at most ``time_limit`` seconds.
 
     The process runs in its own process group, which is killed (``SIGKILL``) when the command
     exits, times out, or this call is cancelled; the process is then reaped (shielded, at most
@@ -296,6 +347,7 @@ async def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=dict(env),
         )
     except FileNotFoundError:
         raise BuiltinToolError(

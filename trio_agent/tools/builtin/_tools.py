@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
+import os
 from collections.abc import Awaitable, Callable
-from typing import TypeVar, final
+from typing import final
 
 import trio
 
@@ -14,15 +14,14 @@ from ...llm import ToolResult
 from ...runtime import Context
 from .._decorator import tool
 from .._types import TOOL_TIMEOUT, Tool, ToolCallContext, error_result
-from . import _files
+from . import _files, _grep
 from ._config import BUILTIN_TOOL_NAMES, BuiltinToolsConfig
+from ._environment import shell_environment
 from ._errors import BuiltinToolError
-from ._shell import ShellPolicy, run_command
+from ._shell import ShellPolicy, refuse_protected_arguments, run_command
 from ._workspace import Workspace
 
 __all__ = ["BuiltinTools", "builtin_tools"]
-
-T = TypeVar("T")
 
 
 async def _reported(
@@ -39,14 +38,15 @@ async def _reported(
         return error_result(call.call_id, exc.code, str(exc))
 
 
-async def _read_only(fn: Callable[[threading.Event], T]) -> T:
-    """Run ``fn(stop)`` in a worker thread that a cancellation abandons; ``stop`` is set when
-    the call ends so an abandoned walk stops at its next check."""
-    stop = threading.Event()
-    try:
-        return await trio.to_thread.run_sync(fn, stop, abandon_on_cancel=True)
-    finally:
-        stop.set()
+def workspace_for(config: BuiltinToolsConfig) -> Workspace:
+    """The :class:`Workspace` ``config`` describes: its root (default: the current directory)
+    with its protected paths."""
+    return Workspace(
+        config.root or ".",
+        protect_paths=config.protect_paths,
+        protect=config.protect,
+        protect_writes=config.protect_writes,
+    )
 
 
 def builtin_tools(
@@ -54,15 +54,15 @@ def builtin_tools(
 ) -> tuple[Tool, ...]:
     """Build the enabled built-in tools for ``config``, in :data:`BUILTIN_TOOL_NAMES` order.
 
-    The tools are confined to ``workspace`` (default: ``Workspace(config.root)``, the current
-    directory when ``config.root`` is None). Register them on a registry yourself, or mount
-    :class:`BuiltinTools` to have a plugin do it.
+    The tools are confined to ``workspace`` (default: the root and protected paths of
+    ``config``; the current directory when ``config.root`` is None). Register them on a
+    registry yourself, or mount :class:`BuiltinTools` to have a plugin do it.
 
     Raises:
         BuiltinToolsConfigError: the workspace root is not an existing directory.
     """
     config = BuiltinToolsConfig() if config is None else config
-    ws = Workspace(config.root or ".") if workspace is None else workspace
+    ws = workspace_for(config) if workspace is None else workspace
     limits = _files.Limits(
         max_read_bytes=config.max_read_bytes,
         max_read_lines=config.max_read_lines,
@@ -76,8 +76,8 @@ def builtin_tools(
         "edit_file": lambda: _edit_file_tool(ws),
         "list_dir": lambda: _list_dir_tool(ws, limits),
         "glob": lambda: _glob_tool(ws, limits),
-        "grep": lambda: _grep_tool(ws, limits),
-        "shell": lambda: _shell_tool(ws, policy, config.shell_timeout, config.max_output_bytes),
+        "grep": lambda: _grep_tool(ws, limits, config.search_timeout),
+        "shell": lambda: _shell_tool(ws, policy, config),
     }
     return tuple(makers[name]() for name in BUILTIN_TOOL_NAMES if name in config.enabled)
 
@@ -106,10 +106,10 @@ def _read_file_tool(ws: Workspace, limits: _files.Limits) -> Tool:
             end_line: The last line to return (inclusive); omit it to read to the end.
         """
         work = functools.partial(_files.read_file, ws, limits, path, start_line, end_line)
-        return await _reported(call, lambda: _read_only(lambda stop: work()))
+        return await _reported(call, lambda: _files.in_thread(work))
 
     read_file.__doc__ = _format(read_file.__doc__, limits)
-    return tool(concurrency_safe=True)(read_file)
+    return tool(concurrency_safe=True, read_only=True)(read_file)
 
 
 def _write_file_tool(ws: Workspace) -> Tool:
@@ -163,10 +163,10 @@ def _list_dir_tool(ws: Workspace, limits: _files.Limits) -> Tool:
             path: The directory, relative to the workspace root ("." is the root).
         """
         work = functools.partial(_files.list_dir, ws, limits, path)
-        return await _reported(call, lambda: _read_only(lambda stop: work()))
+        return await _reported(call, lambda: _files.in_thread(lambda stop: work()))
 
     list_dir.__doc__ = _format(list_dir.__doc__, limits)
-    return tool(concurrency_safe=True)(list_dir)
+    return tool(concurrency_safe=True, read_only=True)(list_dir)
 
 
 def _glob_tool(ws: Workspace, limits: _files.Limits) -> Tool:
@@ -183,13 +183,13 @@ def _glob_tool(ws: Workspace, limits: _files.Limits) -> Tool:
             pattern: The glob pattern, for example "**/*.py" or "docs/*.md".
         """
         work = functools.partial(_files.glob_paths, ws, limits, pattern)
-        return await _reported(call, lambda: _read_only(work))
+        return await _reported(call, lambda: _files.in_thread(work))
 
     glob.__doc__ = _format(glob.__doc__, limits)
-    return tool(concurrency_safe=True)(glob)
+    return tool(concurrency_safe=True, read_only=True)(glob)
 
 
-def _grep_tool(ws: Workspace, limits: _files.Limits) -> Tool:
+def _grep_tool(ws: Workspace, limits: _files.Limits, seconds: float) -> Tool:
     async def grep(
         pattern: str,
         path: str = ".",
@@ -204,7 +204,7 @@ def _grep_tool(ws: Workspace, limits: _files.Limits) -> Tool:
         lines numbered from 1), files in name order. Searches a file, or a directory
         recursively; binary files and {skipped} are skipped. At most
         {max_results} matches are shown; narrow the pattern, path or glob if the output says
-        it stopped.
+        it stopped. A search that takes longer than {seconds:g} seconds is stopped.
 
         Args:
             pattern: The regular expression to search each line for.
@@ -213,11 +213,12 @@ def _grep_tool(ws: Workspace, limits: _files.Limits) -> Tool:
                 path pattern relative to the root such as "src/**/*.py".
             ignore_case: Match letters regardless of case.
         """
-        work = functools.partial(_files.grep, ws, limits, pattern, path, glob, ignore_case)
-        return await _reported(call, lambda: _read_only(work))
+        return await _reported(
+            call, lambda: _grep.grep(ws, limits, seconds, pattern, path, glob, ignore_case)
+        )
 
-    grep.__doc__ = _format(grep.__doc__, limits)
-    return tool(concurrency_safe=True)(grep)
+    grep.__doc__ = _format(grep.__doc__, limits, seconds=seconds)
+    return tool(concurrency_safe=True, read_only=True)(grep)
 
 
 def _shell_description(policy: ShellPolicy, limit: float, max_output_bytes: int) -> str:
@@ -244,7 +245,10 @@ def _shell_description(policy: ShellPolicy, limit: float, max_output_bytes: int)
     )
 
 
-def _shell_tool(ws: Workspace, policy: ShellPolicy, limit: float, max_output_bytes: int) -> Tool:
+def _shell_tool(ws: Workspace, policy: ShellPolicy, config: BuiltinToolsConfig) -> Tool:
+    limit = config.shell_timeout
+    max_output_bytes = config.max_output_bytes
+
     async def shell(
         command: str,
         timeout: float | None = None,  # noqa: ASYNC109 - a model-facing argument, not a scope
@@ -260,14 +264,23 @@ def _shell_tool(ws: Workspace, policy: ShellPolicy, limit: float, max_output_byt
 
         async def work() -> str | ToolResult:
             argv = policy.argv(command)
+            if policy.mode == "prefixes":
+                refuse_protected_arguments(ws, argv, command)
             if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
                 raise BuiltinToolError(
                     f"timeout must be a positive number of seconds, got {timeout!r}; omit it "
                     f"for the default of {limit:g}s"
                 )
             seconds = limit if timeout is None else min(timeout, limit)
+            env = shell_environment(
+                os.environ, extra=config.shell_env, deny=config.shell_env_deny, root=ws.root
+            )
             outcome = await run_command(
-                argv, cwd=str(ws.root), time_limit=seconds, max_output_bytes=max_output_bytes
+                argv,
+                cwd=str(ws.root),
+                time_limit=seconds,
+                max_output_bytes=max_output_bytes,
+                env=env,
             )
             output = outcome.output or "(no output)"
             if outcome.timed_out:
@@ -286,7 +299,7 @@ def _shell_tool(ws: Workspace, policy: ShellPolicy, limit: float, max_output_byt
     return tool(description=_shell_description(policy, limit, max_output_bytes))(shell)
 
 
-def _format(doc: str | None, limits: _files.Limits) -> str:
+def _format(doc: str | None, limits: _files.Limits, **more: object) -> str:
     assert doc is not None
     skipped = "version-control, virtual-environment, cache and node_modules directories"
     return doc.format(
@@ -294,6 +307,7 @@ def _format(doc: str | None, limits: _files.Limits) -> str:
         max_read_bytes=limits.max_read_bytes,
         max_results=limits.max_results,
         skipped=skipped,
+        **more,
     )
 
 
@@ -320,8 +334,8 @@ class BuiltinTools:
     Config = BuiltinToolsConfig
 
     def __init__(self, ctx: Context, config: BuiltinToolsConfig) -> None:
-        #: The directory the tools are confined to.
-        self.workspace = Workspace(config.root or ".")
+        #: The directory the tools are confined to, with its protected paths.
+        self.workspace = workspace_for(config)
         #: The registered tools.
         self.tools = builtin_tools(config, workspace=self.workspace)
         for built in self.tools:

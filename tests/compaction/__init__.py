@@ -1,0 +1,1 @@
+"""Tests for trio_agent.compaction."""

@@ -1,0 +1,178 @@
+"""One redactor for the process (SPEC §12, issue 15).
+
+:class:`Redactor` is the ``redactor`` service: it knows every secret value the process loaded
+(each provider's API key, a database DSN's password, MCP server header and env values -
+registered by the plugins that load them, at mount) and masks them in texts the library writes:
+``LlmFailure`` fields, exception texts, log records of the ``trio_agent`` loggers, tool results.
+Streamed model deltas are not scanned (see docs/design.md, "#15 redaction and step limit").
+
+::
+
+    redactor = ctx.require(Redactor)
+    redactor.add(os.environ["MY_TOKEN"])
+    safe = redactor.redact(text)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, final
+
+import attrs
+
+from .runtime import Context, Disposer, Service
+
+if TYPE_CHECKING:
+    from .llm import LlmFailure, ToolResult
+
+__all__ = ["REDACTED", "RedactingFilter", "Redactor", "redact_text"]
+
+#: What a secret value is replaced with.
+REDACTED = "[redacted]"
+
+#: Values shorter than this are not secrets worth masking (they would mask ordinary words).
+_MIN_SECRET = 4
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every value of ``secrets`` (longest first) replaced by :data:`REDACTED`."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+@final
+class RedactingFilter(logging.Filter):
+    """A logging filter that renders the record and masks the redactor's secrets in the message
+    and the exception text; installed on the library's loggers by :class:`Redactor`."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactor = self._redactor
+        if not redactor.secrets:
+            return True
+        message = record.getMessage()
+        clean = redactor.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor.redact(record.exc_text)
+            record.exc_info = None  # the formatter would render the raw traceback again
+        if record.stack_info:
+            record.stack_info = redactor.redact(record.stack_info)
+        return True
+
+
+@final
+class Redactor(Service, name="redactor"):
+    """The process's secret values and the masking applied wherever text leaves the library.
+
+    ``config`` is an optional iterable of secret values to start with. Mounting installs a
+    :class:`RedactingFilter` on every ``trio_agent`` logger (removed when the fiber ends).
+    """
+
+    def __init__(self, ctx: Context, config: Iterable[str] | None = None) -> None:
+        super().__init__(ctx, config)
+        self._secrets: set[str] = set()
+        self._filter = RedactingFilter(self)
+        self._filtered: list[logging.Logger] = []
+        self.add(*(config or ()))
+
+    async def start(self) -> None:
+        """Install the logging filter on the library's loggers."""
+        self.cover_loggers()
+
+        def remove() -> None:
+            for item in self._filtered:
+                item.removeFilter(self._filter)
+            self._filtered.clear()
+
+        self.ctx.fiber.add(Disposer(remove, label="redactor log filter"))
+
+    def cover_loggers(self) -> None:
+        """Install the filter on library loggers created since mount (modules imported late,
+        such as the HTTP client's); ``mount_config`` calls it after mounting every plugin."""
+        for item in _library_loggers():
+            if item not in self._filtered:
+                item.addFilter(self._filter)
+                self._filtered.append(item)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        """The registered secret values (those of at least 4 characters)."""
+        return frozenset(self._secrets)
+
+    def add(self, *values: str | None) -> None:
+        """Register secret values; empty, ``None`` and very short values are ignored."""
+        for value in values:
+            if value and len(value) >= _MIN_SECRET:
+                self._secrets.add(value)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every registered secret replaced by :data:`REDACTED`."""
+        if not self._secrets:
+            return text
+        return redact_text(text, self._secrets)
+
+    def redact_failure(self, failure: LlmFailure) -> LlmFailure:
+        """``failure`` with every text field (message, request id, ...) redacted."""
+        if not self._secrets:
+            return failure
+        changes: dict[str, Any] = {
+            field.name: self.redact(value)
+            for field in attrs.fields(type(failure))
+            if isinstance(value := getattr(failure, field.name), str)
+        }
+        return attrs.evolve(failure, **changes)
+
+    def redact_result(self, result: ToolResult) -> ToolResult:
+        """``result`` with the secrets masked in its text blocks (shell output included)."""
+        if not self._secrets:
+            return result
+        from .llm import TextBlock
+
+        content = tuple(
+            attrs.evolve(block, text=self.redact(block.text))
+            if isinstance(block, TextBlock)
+            else block
+            for block in result.content
+        )
+        return attrs.evolve(result, content=content)
+
+    def redact_value(self, value: Any) -> Any:
+        """``value`` (a string, or JSON-like lists, tuples and dicts of them) redacted."""
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self.redact_value(item) for item in value]
+        if isinstance(value, tuple):
+            return tuple(self.redact_value(item) for item in value)
+        if isinstance(value, dict):
+            return {self.redact_value(k): self.redact_value(v) for k, v in value.items()}
+        return value
+
+
+#: The loggers the redactor filters: the library's, and the HTTP client's (its DEBUG records
+#: carry response headers, which a hostile server can fill with the key).
+_LOGGER_ROOTS = ("trio_agent", "httpx", "httpcore")
+
+
+def _library_loggers() -> list[logging.Logger]:
+    manager = logging.root.manager
+    names = {
+        name
+        for name, item in manager.loggerDict.items()
+        if isinstance(item, logging.Logger)
+        and any(name == root or name.startswith(root + ".") for root in _LOGGER_ROOTS)
+    }
+    names.update(_LOGGER_ROOTS)
+    return [logging.getLogger(name) for name in sorted(names)]
