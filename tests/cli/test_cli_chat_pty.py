@@ -229,3 +229,18 @@ def test_the_history_persists_across_two_runs(workspace: Path) -> None:
         child.sendline("/exit")
         _finish(child)
     assert history.read_text() == "read notes.txt\n/exit\nread notes.txt\n/exit\n"
+
+
+def test_ctrl_d_at_an_approval_question_denies_and_exits_after_the_turn(workspace: Path) -> None:
+    with _chat(workspace) as child:
+        _prompt(child)
+        child.sendline("write x.txt: one")
+        child.expect_exact("allow? [y]es once / [n]o / [a]lways for this tool in this session: ")
+        child.sendeof()
+        child.expect_exact("(exiting after this turn")
+        child.expect_exact("← error DENIED: ".encode())
+        session = _session_of(_finish(child))
+    assert child.exitstatus == 0
+    assert not (workspace / "x.txt").exists()
+    ends = [e["data"]["reason"] for e in _events(workspace, session) if e["type"] == "turn/end"]  # type: ignore[index]
+    assert ends == ["completed"]

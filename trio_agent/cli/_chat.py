@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import signal
 import sys
+import termios
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -188,6 +190,9 @@ class _Chat:
                     if self.busy:
                         self.printer.end_line()
                         self.printer.note("(exiting after this turn; Ctrl-C cancels it)")
+                        # Nobody reads any more: a question of this turn is denied.
+                        self.approvals.read = _end_of_input
+                        self.approvals.answer("")
                     elif self.interactive:
                         self.out.write("\n")  # Ctrl-D left the cursor after the prompt
                     break
@@ -208,13 +213,18 @@ class _Chat:
             self.busy_read = None
             return None
         status = f"[{_short_id(self.agent.session.id)} · {printable(self.model_name)}]\n"
-        if self.editor is not None:
+        if self.editor is not None and not self.tty.pending():
             self.out.write(status)
             self.out.flush()
             return await self.editor.readline(_IDLE_PROMPT)
+        # No editor, or a line (or Ctrl-D) typed before the prompt, still in cooked mode: read
+        # it as typed (readline would turn a pending end of input into a NUL byte).
         self.out.write(status + _IDLE_PROMPT)
         self.out.flush()
-        return await self.tty.readline()
+        line = await self.tty.readline()
+        if self.editor is not None:
+            self.editor.remember(line)
+        return line
 
     async def handle_line(self, text: str) -> bool:
         """Run one typed line: a command, steering or a prompt; False to quit."""
@@ -411,6 +421,11 @@ class _Editor:
         self.module = readline
         self.fd = fd
         self.saved = saved
+        #: ``saved`` without canonical input and echo (what readline sets up itself).
+        self.raw = [*saved[:3], saved[3] & ~(termios.ICANON | termios.ECHO), *saved[4:]]
+        self.raw[6] = [*saved[6]]
+        self.raw[6][termios.VMIN] = 1
+        self.raw[6][termios.VTIME] = 0
         self.history: _History | None = None
         self.reading = False
 
@@ -422,7 +437,6 @@ class _Editor:
             return None
         try:
             import readline
-            import termios
         except ImportError:
             return None
         fd = stdin.fileno()
@@ -437,18 +451,28 @@ class _Editor:
 
     async def readline(self, prompt: str) -> str:
         """The next line with its newline, "" at end of input (Ctrl-D)."""
+        # Leave cooked mode here, not in the thread: a Ctrl-D typed before readline set up the
+        # terminal would be lost (the kernel keeps a pending end of input as a NUL byte).
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(self.fd, termios.TCSANOW, self.raw)
         self.reading = True
         line = await trio.to_thread.run_sync(self._read, prompt, abandon_on_cancel=True)
         self.reading = False
+        with contextlib.suppress(termios.error):  # cooked again for the turn
+            termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
+        self.remember(line)
+        return line
+
+    def remember(self, line: str) -> None:
+        """Keep a line typed at the idle prompt in the history."""
         if line and self.history is not None:
             self.history.add(line.rstrip("\n"))
-        return line
 
     def _read(self, prompt: str) -> str:
         old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             return input(prompt) + "\n"
-        except EOFError:
+        except (EOFError, OSError):  # Ctrl-D, or the terminal went away
             return ""
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -458,8 +482,6 @@ class _Editor:
         if not self.reading:
             return
         self.reading = False
-        import termios
-
         with contextlib.suppress(termios.error, OSError):
             termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
             # readline turns bracketed paste on while it reads: turn it off again.
@@ -541,17 +563,35 @@ class _TtyReader:
         self.fd = fd
         self.buffer = b""
 
+    def pending(self) -> bool:
+        """A line or an end of input is there to read without waiting."""
+        if b"\n" in self.buffer:
+            return True
+        try:
+            return bool(select.select([self.fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False
+
     async def readline(self) -> str:
         """The next line with its newline, "" at end of input (Ctrl-D at a line start)."""
         while b"\n" not in self.buffer:
             await trio.lowlevel.wait_readable(self.fd)
-            chunk = os.read(self.fd, 65536)
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:  # a non-blocking terminal woke us for nothing
+                continue
+            except OSError:  # the terminal went away (EIO after a hangup): end of input
+                chunk = b""
             if not chunk:
                 line, self.buffer = self.buffer, b""
                 return line.decode("utf-8", errors="replace")
             self.buffer += chunk
         line, newline, self.buffer = self.buffer.partition(b"\n")
         return (line + newline).decode("utf-8", errors="replace")
+
+
+async def _end_of_input() -> str:
+    return ""
 
 
 class _LineReader:
