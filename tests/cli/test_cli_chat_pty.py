@@ -140,7 +140,7 @@ def test_ctrl_d_during_a_turn_exits_after_it(workspace: Path) -> None:
     assert ends == ["completed"]
 
 
-def test_ctrl_d_at_the_prompt_and_help(workspace: Path) -> None:
+def test_ctrl_d_at_the_prompt_help_and_completion(workspace: Path) -> None:
     with _chat(workspace) as child:
         _prompt(child)
         child.sendline("/help")
@@ -149,6 +149,9 @@ def test_ctrl_d_at_the_prompt_and_help(workspace: Path) -> None:
         _prompt(child)
         child.sendline("/nope")
         child.expect_exact("unknown command '/nope'; /help lists them")
+        _prompt(child)
+        child.send("/sess\t\r")  # Tab completes a command
+        child.expect("no persisted sessions yet|resume one with: ")
         _prompt(child)
         child.sendeof()
         child.expect_exact("resume with: trio-agent chat --resume ")

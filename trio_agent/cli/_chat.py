@@ -446,6 +446,11 @@ class _Editor:
             return None
         editor = cls(readline, fd, saved)
         readline.set_auto_history(False)  # lines are added by hand: not every line is kept
+        readline.set_completer(_complete_command)  # Tab: the slash commands, nothing else
+        readline.set_completer_delims(" ")
+        # Python binds Tab to insert itself; libedit (macOS) spells the binding its own way.
+        libedit = "libedit" in (readline.__doc__ or "")
+        readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
         editor.history = _History.open(readline, note)
         return editor
 
@@ -484,9 +489,24 @@ class _Editor:
         self.reading = False
         with contextlib.suppress(termios.error, OSError):
             termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
-            # readline turns bracketed paste on while it reads: turn it off again.
-            sys.stdout.write("\x1b[?2004l")
-            sys.stdout.flush()
+            if os.environ.get("TERM", "dumb") != "dumb":
+                # readline may turn bracketed paste on while it reads: turn it off again.
+                sys.stdout.write("\x1b[?2004l")
+                sys.stdout.flush()
+
+
+#: What Tab completes at the start of a line.
+_COMMANDS = ("/help", "/cancel", "/new", "/model", "/sessions", "/exit")
+
+
+def _complete_command(text: str, state: int) -> str | None:
+    """readline's completer: the ``state``-th slash command starting with ``text``."""
+    import readline
+
+    if readline.get_begidx() != 0 or not text.startswith("/"):
+        return None
+    matches = [command for command in _COMMANDS if command.startswith(text)]
+    return matches[state] if state < len(matches) else None
 
 
 class _History:
