@@ -143,7 +143,9 @@ def test_ctrl_d_during_a_turn_exits_after_it(workspace: Path) -> None:
 def test_ctrl_d_at_the_prompt_help_and_completion(workspace: Path) -> None:
     with _chat(workspace) as child:
         _prompt(child)
-        child.sendline("/help")
+        child.send("/he")
+        child.expect_exact("/he")  # readline echoes what is typed
+        child.send("lp\r")
         for command in ("/cancel", "/new", "/model", "/sessions", "/exit"):
             child.expect_exact(command)
         _prompt(child)
@@ -226,7 +228,9 @@ def test_the_history_persists_across_two_runs(workspace: Path) -> None:
     assert stat.S_IMODE(history.parent.stat().st_mode) == 0o700
     with _chat(workspace) as child:
         _prompt(child)
-        child.send("\x1b[A\x1b[A\r")  # up twice: the earlier run's first line, Enter
+        child.send("\x1b[A\x1b[A")  # up twice: the earlier run's first line
+        child.expect_exact("read notes.txt")
+        child.send("\r")
         child.expect_exact("Reading `notes.txt`.")
         _prompt(child)
         child.sendline("/exit")

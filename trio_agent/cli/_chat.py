@@ -236,7 +236,10 @@ class _Chat:
         if text.startswith("//"):
             text = text[1:]
         if self.busy:
-            self.printer.end_line()
+            if self.interactive:  # the terminal's echo of the line ended the streamed one
+                self.printer.line_open = False
+            else:
+                self.printer.end_line()
             self.agent.steer(text)
             self.printer.note(f"(steering) {printable(text)}")
             return True
@@ -421,8 +424,9 @@ class _Editor:
         self.module = readline
         self.fd = fd
         self.saved = saved
-        #: ``saved`` without canonical input and echo (what readline sets up itself).
-        self.raw = [*saved[:3], saved[3] & ~(termios.ICANON | termios.ECHO), *saved[4:]]
+        #: ``saved`` without canonical input. Echo stays on: readline echoes only on a
+        #: terminal that echoed when it started (it takes one that does not for a password).
+        self.raw = [*saved[:3], saved[3] & ~termios.ICANON, *saved[4:]]
         self.raw[6] = [*saved[6]]
         self.raw[6][termios.VMIN] = 1
         self.raw[6][termios.VTIME] = 0
