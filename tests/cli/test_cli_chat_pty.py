@@ -1,5 +1,5 @@
 """#23: chat on a real terminal (pexpect drives a pty): the state prompt, steering on its own
-line, Ctrl-C mid-turn and at the idle prompt (the terminal restored), Ctrl-D during a turn,
+line, Ctrl-C mid-turn, Ctrl-C and SIGTERM at the idle prompt (the terminal restored), Ctrl-D,
 /help, a failed turn's reason, the resume recap, and the line history across two runs."""
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -251,3 +253,19 @@ def test_ctrl_d_at_an_approval_question_denies_and_exits_after_the_turn(workspac
     assert not (workspace / "x.txt").exists()
     ends = [e["data"]["reason"] for e in _events(workspace, session) if e["type"] == "turn/end"]  # type: ignore[index]
     assert ends == ["completed"]
+
+
+def test_sigterm_at_the_idle_prompt_restores_the_terminal(workspace: Path) -> None:
+    with _chat(workspace) as child:
+        _prompt(child)
+        child.send("half-typed")
+        child.expect_exact("half-typed")  # readline holds the terminal in raw mode now
+        assert not termios.tcgetattr(child.child_fd)[3] & termios.ICANON
+        child.kill(signal.SIGTERM)
+        child.expect_exact("trio-agent: stopped by SIGTERM")
+        child.expect(pexpect.EOF)
+        # The master side of a pty reads the terminal's modes (Linux).
+        modes = termios.tcgetattr(child.child_fd)[3]
+        child.close()
+    assert child.exitstatus == 143
+    assert modes & termios.ICANON and modes & termios.ECHO
