@@ -80,6 +80,8 @@ def test_steering_is_echoed_on_its_own_line(workspace: Path) -> None:
         _prompt(child)
         child.sendline(HOLD)
         child.expect_exact("→ shell ".encode())  # the command runs until `go` exists
+        child.sendline("")
+        child.expect_exact("\r\n(busy: a turn is running; type to steer it, Ctrl-C cancels it")
         child.sendline("mind the gap")
         child.expect_exact("\r\n(steering) mind the gap\r\n")
         (workspace / "go").touch()

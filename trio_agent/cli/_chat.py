@@ -229,6 +229,11 @@ class _Chat:
     async def handle_line(self, text: str) -> bool:
         """Run one typed line: a command, steering or a prompt; False to quit."""
         if not text:
+            if self.busy:  # Enter on an empty line while a turn runs: say what is going on
+                if self.interactive:
+                    self.printer.line_open = False
+                self.printer.end_line()
+                self.printer.note(_BUSY)
             return True
         if text.startswith("/") and not text.startswith("//"):
             name, _, rest = text.partition(" ")
@@ -650,6 +655,9 @@ class _LineReader:
 _IDLE_PROMPT = "> "
 
 
+#: The answer to an empty line while a turn runs.
+_BUSY = "(busy: a turn is running; type to steer it, Ctrl-C cancels it, Ctrl-D exits after it)"
+
 _CHAT_HELP = """\
 commands:
   /help          this list
@@ -658,4 +666,5 @@ commands:
   /model [NAME]  use model NAME from the next request on (no NAME: show the current one)
   /sessions      list the most recent sessions
   /exit          quit (also /quit, Ctrl-D; Ctrl-D during a turn quits after it)
-a line typed while a turn runs steers it; //text sends a line starting with /"""
+a line typed while a turn runs steers it (an empty one shows the state);
+//text sends a line starting with /"""
