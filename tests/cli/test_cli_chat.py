@@ -124,6 +124,24 @@ def test_piped_input_keeps_no_history(workspace: Path) -> None:
     assert not history_path().parent.exists()
 
 
+def test_the_tools_never_touch_the_history(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(workspace / "state"))  # inside the tools' root
+    history = workspace / "state" / "trio-agent" / "history"
+    history.parent.mkdir(parents=True)
+    history.write_text("an earlier prompt\n")
+    (workspace / "trio-agent.yml").write_text("tools: {approval: {allow: [write_file]}}\n")
+    result = _chat(
+        workspace,
+        "read state/trio-agent/history\nwrite state/trio-agent/history: rm -rf ~\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("one of the harness's own files") == 2, result.stderr
+    assert "an earlier prompt" not in result.stdout + result.stderr
+    assert history.read_text() == "an earlier prompt\n"
+
+
 def test_history_path_honours_xdg_state_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", "/tmp/state-x")
     assert history_path() == Path("/tmp/state-x/trio-agent/history")

@@ -69,7 +69,11 @@ async def chat_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     editor = _Editor.open(sys.stdin, out, printer.note) if interactive else None
     try:
         async with open_runtime() as ctx:
-            report_servers_down(await mount_config(ctx, config, approval_mode="cli"), err)
+            # The tools never read or write the history (a model could plant a line in it).
+            fibers = await mount_config(
+                ctx, config, protect_paths=_history_protected(), approval_mode="cli"
+            )
+            report_servers_down(fibers, err)
             approvals = ChatApprovals(out, printer.end_line)
             ctx.provide(APPROVAL.name, approvals)
             agent, handle = await open_agent(ctx, config, args)
@@ -582,6 +586,14 @@ def history_path() -> Path:
     state = os.environ.get("XDG_STATE_HOME", "")
     base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
     return base / "trio-agent" / "history"
+
+
+def _history_protected() -> tuple[str, ...]:
+    """The history file, for the built-in tools' protected paths (none without a home)."""
+    try:
+        return (str(history_path()),)
+    except (RuntimeError, KeyError):
+        return ()
 
 
 class _TtyReader:
