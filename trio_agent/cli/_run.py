@@ -24,7 +24,7 @@ from ._errors import CliExit
 from ._output import Printer, failure_of, last_text, last_turn_end, text_mode
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def read_prompt(args: argparse.Namespace) -> str:
     """The prompt: the words, or piped stdin for ``-`` / no words; an empty one is refused."""
     words: list[str] = args.prompt
     if words == ["-"] or not words:
@@ -54,7 +54,7 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     """``trio-agent run``: send one prompt, wait for the turn, and map its end to the exit
     status."""
     check_id_args(args)
-    prompt = _read_prompt(args)
+    prompt = read_prompt(args)
     started = time.monotonic()
     config, note = load_cli_config(args.config)
     printer = Printer(

@@ -8,7 +8,7 @@ from typing import TextIO
 from ..persistence import PostgresPersistence, send_prompt
 from ._agents import load_cli_config, session_id_arg
 from ._errors import CliExit
-from ._run import _read_prompt
+from ._run import read_prompt
 
 
 async def send_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -20,7 +20,7 @@ async def send_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     imported), only one connection to the database.
     """
     session_id = session_id_arg(args.id, "SESSION-ID")
-    text = _read_prompt(args)
+    text = read_prompt(args)
     config, _ = load_cli_config(args.config, import_plugins=False)
     persistence = config.persistence
     if persistence.type != "postgres" or not isinstance(
