@@ -39,6 +39,7 @@ async def chat_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         agent, handle = await open_agent(ctx, config, args)
         agent.ctx.on("agent/stream-chunk", printer.on_chunk)
         agent.ctx.on("session/event", printer.on_session_event)
+        agent.ctx.on("agent/subagent", printer.on_subagent)
 
         #: A turn was sent and has not ended (``agent.status`` turns idle only after the
         #: ``agent/turn-end`` listeners ran, when the prompt is already on the screen).

@@ -75,6 +75,7 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         agent.ctx.on("agent/stream-chunk", printer.on_chunk)
         agent.ctx.on("agent/error", persistence.on_error)
         agent.ctx.on("session/event", printer.on_session_event)
+        agent.ctx.on("agent/subagent", printer.on_subagent)
         async with trio.open_nursery() as nursery:
             await nursery.start(_cancel_on_signals, agent, received)
             printer.note(f"session: {agent.session.id}")
@@ -96,6 +97,8 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
             }
             if failure is not None:
                 result["error"] = {"code": failure[0], "message": failure[1]}
+            if printer.children:
+                result["subagents"] = printer.children
             out.write(json.dumps(result) + "\n")
         if handle is not None:
             await handle.aclose()
