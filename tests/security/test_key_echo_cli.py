@@ -141,6 +141,7 @@ def _file_leaks(top: Path) -> list[str]:
     return leaks
 
 
+@pytest.mark.trio_timeout(300)  # seven CLI processes on a busy machine
 @pytest.mark.parametrize("mode", ECHO_MODES)
 async def test_the_echoed_key_is_found_nowhere(mode: str, tmp_path: Path) -> None:
     workspace, home, plugins = tmp_path / "ws", tmp_path / "home", tmp_path / "plugins"
