@@ -1,6 +1,6 @@
 """``trio-agent send`` refuses what it cannot deliver before it reaches any database: a bad
 session id, an empty prompt, a backend other processes do not share. (Delivery on a real
-PostgreSQL: tests/postgres/test_cli_send.py.)"""
+PostgreSQL: tests/postgres/test_postgres_send.py.)"""
 
 from __future__ import annotations
 
