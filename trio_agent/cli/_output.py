@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..agent import StreamChunkReceived
@@ -141,7 +142,7 @@ def clean(text: str, limit: int = 120) -> str:
     """
     text = " ".join(text.split())
     # Only the first limit + 1 characters can show; escaping never shortens a character.
-    pieces = [c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1]]
+    pieces = [_shown(c) for c in text[: limit + 1]]
     if len(text) <= limit and sum(map(len, pieces)) <= limit:
         return "".join(pieces)
     kept: list[str] = []
@@ -152,6 +153,29 @@ def clean(text: str, limit: int = 120) -> str:
         kept.append(piece)
         used += len(piece)
     return "".join(kept) + "…"
+
+
+def escape_controls(text: str, *, multiline: bool = False) -> str:
+    """``text`` complete, with every non-printable character shown as its Python escape (ESC
+    as ``\\x1b``, BEL as ``\\x07``, a C1 control as ``\\x9b``, U+202E as ``\\u202e``, a line
+    break as ``\\n``), so stored or model-written text cannot drive the terminal.
+
+    ``multiline`` keeps line breaks (``\\n``), tabs and space separators (no-break space ...)
+    as they are, for text shown as a block (a transcript); a carriage return is still escaped,
+    as it could overwrite what a line shows.
+    """
+    if multiline:
+        return "".join(c if c in "\n\t" or _is_space(c) else _shown(c) for c in text)
+    return "".join(map(_shown, text))
+
+
+def _shown(c: str) -> str:
+    """One character as printed: itself, or its Python escape when it is not printable."""
+    return c if c.isprintable() else repr(c)[1:-1]
+
+
+def _is_space(c: str) -> bool:
+    return unicodedata.category(c) == "Zs"
 
 
 def shorten(text: str, limit: int) -> str:
