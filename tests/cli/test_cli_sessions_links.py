@@ -6,14 +6,11 @@ command, on a fake OpenAI server on 127.0.0.1)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
+from cli_helpers import run_cli
 
 from trio_agent.cli._approval import asker
 from trio_agent.cli._output import escape_controls
@@ -36,8 +33,6 @@ from trio_agent.testing import (
 )
 from trio_agent.tools import ApprovalRequest
 
-CLI = Path(sys.executable).parent / "trio-agent"
-
 #: Text the child's system prompt always has (its ``subagent`` section).
 CHILD_MARK = "You are a sub-agent"
 
@@ -45,28 +40,8 @@ CHILD_MARK = "You are a sub-agent"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-async def _cli(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    # run_process kills the command if the deadline cancels it, so nothing outlives the test.
-    with trio.fail_after(90):
-        return await trio.run_process(
-            [str(CLI), *args],
-            cwd=cwd,
-            env=_env(),
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-
-
 async def _ok(cwd: Path, *args: str) -> str:
-    done = await _cli(cwd, *args)
+    done = await run_cli(cwd, *args)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode()
 
@@ -138,7 +113,7 @@ async def _delegate(workspace: Path, *tasks: str) -> tuple[str, dict[str, str]]:
     (the parallel calls may take the numbers in either order)."""
     async with open_fake_openai_server([_delegating(*tasks)] * (2 + 2 * len(tasks))) as server:
         _config(workspace, server.base_url)
-        run = await _cli(workspace, "run", "look around")
+        run = await run_cli(workspace, "run", "look around")
     err = run.stderr.decode()
     assert run.returncode == 0, err
     parent = _session_of(err)
@@ -190,7 +165,7 @@ async def test_show_links_each_child_under_the_result_of_its_call(tmp_path: Path
         assert link["agent_id"] == "trio-agent." + child.rsplit(".", 1)[1]
         assert (link["definition"], link["mode"], link["background"]) == ("worker", "spawn", False)
         assert link["call_id"] in ("call_0", "call_1")
-    exported = await _cli(tmp_path, "sessions", "export", parent)
+    exported = await run_cli(tmp_path, "sessions", "export", parent)
     assert exported.stdout == stored
     # A session that started no child has no links and no "subagents" key.
     [child] = [c for c, task in children.items() if task == tasks[0]]
@@ -216,7 +191,7 @@ async def test_resuming_a_parent_resumes_none_of_its_children(tmp_path: Path) ->
     listed = await _ok(tmp_path, "sessions", "list", "--json")
     async with open_fake_openai_server([_delegating("unused")] * 2) as server:
         _config(tmp_path, server.base_url)
-        resumed = await _cli(tmp_path, "run", "--resume", parent, "again")
+        resumed = await run_cli(tmp_path, "run", "--resume", parent, "again")
         requests = list(server.requests)
     err = resumed.stderr.decode()
     assert resumed.returncode == 0, err
@@ -248,7 +223,7 @@ async def test_a_hostile_stored_session_is_shown_escaped(tmp_path: Path) -> None
 
     async with open_fake_openai_server([answer] * 2) as server:
         _config(tmp_path, server.base_url)
-        run = await _cli(tmp_path, "run", prompt)
+        run = await run_cli(tmp_path, "run", prompt)
     assert run.returncode == 0, run.stderr.decode()
     session = _session_of(run.stderr.decode())
 
@@ -266,7 +241,7 @@ async def test_a_hostile_stored_session_is_shown_escaped(tmp_path: Path) -> None
     by_type = {event["type"]: event for event in document["events"]}
     assert by_type["tool/call"]["data"]["arguments"] == arguments
     assert by_type["assistant/message"]["data"]["message"]["content"][0]["text"] == answer_text
-    exported = await _cli(tmp_path, "sessions", "export", session)
+    exported = await run_cli(tmp_path, "sessions", "export", session)
     assert exported.stdout == _stored(tmp_path, session).read_bytes()
 
 
@@ -308,7 +283,7 @@ def _answer(request: RecordedRequest) -> FakeResponse:
 async def test_run_names_the_child_whose_call_it_denies(tmp_path: Path) -> None:
     async with open_fake_openai_server([_answer] * 4) as server:
         _config(tmp_path, server.base_url, builtin="[write_file]")
-        done = await _cli(tmp_path, "run", "delegate")
+        done = await run_cli(tmp_path, "run", "delegate")
     err = done.stderr.decode()
     assert done.returncode == 0, err
     assert not (tmp_path / "out.txt").exists()
@@ -320,7 +295,7 @@ async def test_run_names_the_child_whose_call_it_denies(tmp_path: Path) -> None:
 async def test_run_allow_covers_the_childs_call(tmp_path: Path) -> None:
     async with open_fake_openai_server([_answer] * 4) as server:
         _config(tmp_path, server.base_url, builtin="[write_file]")
-        done = await _cli(tmp_path, "run", "--allow", "write_file", "delegate")
+        done = await run_cli(tmp_path, "run", "--allow", "write_file", "delegate")
     assert done.returncode == 0, done.stderr.decode()
     assert (tmp_path / "out.txt").read_text() == "hi"
     assert "denied" not in done.stderr.decode()
@@ -329,7 +304,7 @@ async def test_run_allow_covers_the_childs_call(tmp_path: Path) -> None:
 async def test_chat_asks_the_person_once_naming_the_child(tmp_path: Path) -> None:
     async with open_fake_openai_server([_answer] * 4) as server:
         _config(tmp_path, server.base_url, builtin="[write_file]")
-        done = await _cli(tmp_path, "chat", stdin=b"delegate\ny\n")
+        done = await run_cli(tmp_path, "chat", stdin=b"delegate\ny\n")
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert (tmp_path / "out.txt").read_text() == "hi"

@@ -5,14 +5,11 @@ on a fake OpenAI server on 127.0.0.1)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
+from cli_helpers import run_cli
 
 from trio_agent.cli._output import clean
 from trio_agent.testing import (
@@ -30,30 +27,8 @@ from trio_agent.testing import (
     sse_usage,
 )
 
-CLI = Path(sys.executable).parent / "trio-agent"
-
 #: Text the child's system prompt always has (its ``subagent`` section).
 CHILD_MARK = "You are a sub-agent"
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-async def _cli(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    # run_process kills the command if the deadline cancels it, so nothing outlives the test.
-    with trio.fail_after(90):
-        return await trio.run_process(
-            [str(CLI), *args],
-            cwd=cwd,
-            env=_env(),
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
 
 
 def _config(workspace: Path, base_url: str) -> None:
@@ -128,7 +103,7 @@ async def test_run_prints_a_status_line_per_child_under_the_tool_line(tmp_path: 
     answer = _model(*tasks, child=lambda task: sse_reply(f"answer to {task}", usage=(7, 3)))
     async with open_fake_openai_server([answer] * 6) as server:
         _config(tmp_path, server.base_url)
-        result = await _cli(tmp_path, "run", "look around")
+        result = await run_cli(tmp_path, "run", "look around")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     assert result.stdout.decode() == "All done.\n"
@@ -164,7 +139,7 @@ async def test_a_failed_child_says_why_and_json_lists_the_children(tmp_path: Pat
 
     async with open_fake_openai_server([_model("break it", child=child)] * 3) as server:
         _config(tmp_path, server.base_url)
-        result = await _cli(tmp_path, "run", "--json", "delegate")
+        result = await run_cli(tmp_path, "run", "--json", "delegate")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     payload = json.loads(result.stdout)
@@ -196,7 +171,7 @@ async def test_a_hostile_task_and_answer_are_printed_escaped(tmp_path: Path) -> 
     answer = _model(task, child=lambda _: sse_reply("\x1b[31mred\x1b[0m\n← ok: forged"))
     async with open_fake_openai_server([answer] * 3) as server:
         _config(tmp_path, server.base_url)
-        result = await _cli(tmp_path, "run", "go")
+        result = await run_cli(tmp_path, "run", "go")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     parent = _session_of(err)
@@ -233,7 +208,7 @@ async def test_a_background_child_says_so_and_ends_under_the_wait(tmp_path: Path
 
     async with open_fake_openai_server([answer] * 4) as server:
         _config(tmp_path, server.base_url)
-        result = await _cli(tmp_path, "run", "go")
+        result = await run_cli(tmp_path, "run", "go")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     parent = _session_of(err)
@@ -254,7 +229,7 @@ async def test_chat_prints_the_child_status_lines(tmp_path: Path) -> None:
     answer = _model("summarise", child=lambda _: sse_reply("a summary"))
     async with open_fake_openai_server([answer] * 3) as server:
         _config(tmp_path, server.base_url)
-        result = await _cli(tmp_path, "chat", stdin=b"please delegate\n")
+        result = await run_cli(tmp_path, "chat", stdin=b"please delegate\n")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     parent = _session_of(err)
