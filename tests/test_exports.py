@@ -543,6 +543,7 @@ PUBLIC: dict[str, Surface] = {
     "trio_agent.testing": Surface(
         [
             "DROP",
+            "ECHO_MODES",
             "HANG",
             "BackendCall",
             "BackendConformance",
@@ -567,6 +568,7 @@ PUBLIC: dict[str, Surface] = {
             "assert_no_leaked_tasks",
             "check_backend",
             "completion_chunk",
+            "echo_key_response",
             "error",
             "error_response",
             "event_types",

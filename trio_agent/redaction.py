@@ -15,7 +15,10 @@ Streamed model deltas are not scanned (see docs/design.md, "#15 redaction and st
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, final
 
@@ -33,6 +36,34 @@ REDACTED = "[redacted]"
 
 #: Values shorter than this are not secrets worth masking (they would mask ordinary words).
 _MIN_SECRET = 4
+#: Secrets at least this long are masked in their encoded forms too (see :func:`_encoded_forms`);
+#: the forms of shorter ones would be short enough to mask ordinary text.
+_MIN_ENCODED = 8
+
+
+def _encoded_forms(secret: str) -> frozenset[str]:
+    """The forms a secret takes when a server or a serializer encodes it: url-quoted
+    (``%XX`` and ``+`` for spaces), JSON-escaped, and base64 (standard and url-safe alphabets)
+    at each of the three byte alignments it can have inside a longer encoded value (only the
+    characters that depend on the secret alone, so ``base64("user:" + secret)`` is caught too).
+    Empty for secrets under 8 characters; the secret itself is not included."""
+    if len(secret) < _MIN_ENCODED:
+        return frozenset()
+    raw = secret.encode("utf-8")
+    forms = {
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret, safe=""),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+    }
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        # Base64 digit i holds bits 6i..6i+5: keep the digits made of the secret's bits only.
+        core = encoded[-(-8 * shift // 6) : 8 * (shift + len(raw)) // 6]
+        forms.add(core)
+        forms.add(core.replace("+", "-").replace("/", "_"))
+    forms.discard(secret)
+    return frozenset(form for form in forms if len(form) >= _MIN_ENCODED)
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
@@ -81,6 +112,8 @@ class Redactor(Service, name="redactor"):
     def __init__(self, ctx: Context, config: Iterable[str] | None = None) -> None:
         super().__init__(ctx, config)
         self._secrets: set[str] = set()
+        #: What is masked: the secrets and their encoded forms.
+        self._forms: set[str] = set()
         self._filter = RedactingFilter(self)
         self._filtered: list[logging.Logger] = []
         self.add(*(config or ()))
@@ -110,16 +143,20 @@ class Redactor(Service, name="redactor"):
         return frozenset(self._secrets)
 
     def add(self, *values: str | None) -> None:
-        """Register secret values; empty, ``None`` and very short values are ignored."""
+        """Register secret values; empty, ``None`` and very short values are ignored. A value
+        is masked in its encoded forms too (a server may echo the key base64-encoded)."""
         for value in values:
-            if value and len(value) >= _MIN_SECRET:
+            if value and len(value) >= _MIN_SECRET and value not in self._secrets:
                 self._secrets.add(value)
+                self._forms.add(value)
+                self._forms.update(_encoded_forms(value))
 
     def redact(self, text: str) -> str:
-        """``text`` with every registered secret replaced by :data:`REDACTED`."""
+        """``text`` with every registered secret (and encoded form of one) replaced by
+        :data:`REDACTED`."""
         if not self._secrets:
             return text
-        return redact_text(text, self._secrets)
+        return redact_text(text, self._forms)
 
     def redact_failure(self, failure: LlmFailure) -> LlmFailure:
         """``failure`` with every text field (message, request id, ...) redacted."""

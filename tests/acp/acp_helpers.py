@@ -51,7 +51,11 @@ async def spawn(
 ) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process]]:
     """The official client's ``spawn_agent_process`` (trimmed environment, stderr piped and
     never read while the server runs). Afterwards stderr is drained, so its pipe is closed,
-    and kept for :func:`stderr_text`."""
+    and kept for :func:`stderr_text`. ``PYTHONPATH`` is passed on when set, so the server runs
+    the code under test (a worktree) rather than what the venv's editable install points at."""
+    env = dict(env or {})
+    if "PYTHONPATH" in os.environ:
+        env.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
     async with spawn_agent_process(client, *command, env=env) as (conn, process):
         yield conn, process
     assert process.stderr is not None

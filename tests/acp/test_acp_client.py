@@ -91,7 +91,7 @@ def test_prompt_streams_text_and_calls_a_tool_then_load_continues_in_a_new_proce
     assert caps.load_session is True
     assert (caps.prompt_capabilities.image, caps.prompt_capabilities.audio) == (True, False)
     assert caps.prompt_capabilities.embedded_context is True
-    assert (caps.mcp_capabilities.http, caps.mcp_capabilities.sse) == (False, False)
+    assert (caps.mcp_capabilities.http, caps.mcp_capabilities.sse) == (True, False)
     assert caps.session_capabilities.list is not None
     assert caps.session_capabilities.close is not None
 

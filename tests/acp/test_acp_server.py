@@ -8,6 +8,7 @@ validation alone would hide a wrong field).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from trio_agent.agent import AgentRegistry
 from trio_agent.config import HarnessConfig, LlmConfig, PersistenceConfig
 from trio_agent.llm import LlmService, Usage
 from trio_agent.persistence import SESSION_PERSISTENCE
+from trio_agent.redaction import Redactor
 from trio_agent.runtime import Context
 from trio_agent.testing import ScriptedAdapter, ScriptedProvider, hang, reasoning, text, tool_call
 from trio_agent.tools import Ask
@@ -263,7 +265,7 @@ async def test_load_replays_history_and_refuses_a_second_open(tmp_path: Path) ->
             assert turns == [1, 2]
 
 
-async def test_client_mcp_servers_are_recorded_not_mounted(
+async def test_client_mcp_servers_are_mounted_or_reported_and_their_secrets_redacted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     servers = [
@@ -274,17 +276,52 @@ async def test_client_mcp_servers_are_recorded_not_mounted(
             "env": [{"name": "K", "value": "s3cret"}],
         },
         {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []},
+        {
+            "type": "sse",
+            "name": "old",
+            "url": "http://127.0.0.1:9/sse",
+            "headers": [{"name": "Authorization", "value": "Bearer sse-s3cret"}],
+        },
+        {
+            "name": "bad env",
+            "command": "/bin/true",
+            "env": [{"name": "NOT A NAME", "value": "v4lue"}],
+        },
+        # not a trio-agent server name, and then a clash: mounted as my_files and files_2
+        {"name": "my files", "command": "/bin/true"},
+        {"name": "files", "command": "/bin/true"},
     ]
+    caplog.set_level(logging.INFO, "trio_agent.acp")
     with trio.fail_after(20):
         async with open_server() as server:
             client = server.client
             await client.result("initialize", {"protocolVersion": 1})
             new = await client.result("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            same_after_round_trip(schema.NewSessionResponse, new)
             agent = server.ctx.require(AgentRegistry).get(new["sessionId"])
             assert agent is not None
             assert "s3cret" not in repr(agent.session.header)
-    assert "'files', 'web' were recorded but not mounted" in caplog.text
-    assert "s3cret" not in caplog.text
+            secrets = server.ctx.require(Redactor).secrets
+            assert {"s3cret", "Bearer sse-s3cret", "v4lue"} <= secrets
+    files, web, old, bad, spaced, again = new["_meta"]["trio-agent"]["mcpServers"]
+    # /bin/true exits at once and nothing listens on port 9: both keep trying in the background
+    down = ("restarting", "failed")
+    assert (files["name"], files["state"] in down) == ("files", True)
+    assert (web["name"], web["state"] in down) == ("web", True)
+    assert "127.0.0.1:9" in web["error"]
+    assert (old["name"], old["state"]) == ("old", "unsupported")
+    assert (bad["name"], bad["state"]) == ("bad env", "invalid")
+    assert "'NOT A NAME' is not an environment variable name" in bad["error"]
+    assert [(r["name"], r["state"] in down) for r in (spaced, again)] == [
+        ("my files", True),
+        ("files", True),
+    ]
+    assert "MCP server 'my files' is mounted as 'my_files'" in caplog.text
+    assert "MCP server 'files' is mounted as 'files_2'" in caplog.text
+    assert "MCP server 'old' is not mounted" in caplog.text
+    for secret in ("s3cret", "v4lue"):
+        assert secret not in caplog.text
+        assert secret not in str(new)
 
 
 async def test_a_cwd_outside_the_configured_root_is_refused(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_agent.cli._chat import history_path, one_line, printable
+from trio_agent.cli._chat import history_path
 
 CLI = Path(sys.executable).parent / "trio-agent"
 
@@ -148,9 +148,3 @@ def test_history_path_honours_xdg_state_home(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", "/home/someone")
     assert history_path() == Path("/home/someone/.local/state/trio-agent/history")
-
-
-def test_one_line_escapes_and_shortens() -> None:
-    assert printable("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e"
-    assert one_line("one\n two\tthree", 100) == "one two three"
-    assert one_line("x" * 50, 10) == "x" * 9 + "…"

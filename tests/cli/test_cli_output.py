@@ -3,13 +3,9 @@ retry progress on stderr, stdin prompts, ``-v``'s closing line, ``--continue``."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import IO, Any
 
-import trio
+from cli_helpers import run_cli
 
 from trio_agent.testing import (
     DROP,
@@ -20,30 +16,6 @@ from trio_agent.testing import (
     sse_response,
     sse_text,
 )
-
-CLI = Path(sys.executable).parent / "trio-agent"
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-async def _cli(
-    cwd: Path, *args: str, stdin: bytes = b"", stdout: IO[bytes] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    output: dict[str, Any] = {"capture_stdout": True} if stdout is None else {"stdout": stdout}
-    with trio.fail_after(90):
-        return await trio.run_process(
-            [str(CLI), *args],
-            cwd=cwd,
-            env=_env(),
-            stdin=stdin,
-            capture_stderr=True,
-            check=False,
-            **output,
-        )
 
 
 async def test_a_dropped_stream_is_retried_and_the_answer_lands_once(tmp_path: Path) -> None:
@@ -61,7 +33,7 @@ async def test_a_dropped_stream_is_retried_and_the_answer_lands_once(tmp_path: P
             "tools: {builtin: []}\n"
         )
         with open(tmp_path / "out.txt", "wb") as out:  # noqa: ASYNC230 - a child inherits it
-            result = await _cli(tmp_path, "run", "-v", "question", stdout=out)
+            result = await run_cli(tmp_path, "run", "-v", "question", stdout=out)
     err = result.stderr.decode()
     assert result.returncode == 0, err
     assert (tmp_path / "out.txt").read_text() == "The answer is 42.\n"
@@ -72,21 +44,21 @@ async def test_a_dropped_stream_is_retried_and_the_answer_lands_once(tmp_path: P
 
 async def test_prompt_from_stdin_and_dash_and_continue(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("alpha\n")
-    piped = await _cli(tmp_path, "run", stdin=b"read notes.txt\n")
+    piped = await run_cli(tmp_path, "run", stdin=b"read notes.txt\n")
     assert piped.returncode == 0, piped.stderr.decode()
     assert b"alpha" in piped.stdout
-    dash = await _cli(tmp_path, "run", "-", stdin=b"list files\n")
+    dash = await run_cli(tmp_path, "run", "-", stdin=b"list files\n")
     assert dash.returncode == 0
     assert b"notes.txt" in dash.stdout
-    empty = await _cli(tmp_path, "run", "-", stdin=b"  \n")
+    empty = await run_cli(tmp_path, "run", "-", stdin=b"  \n")
     assert empty.returncode == 2
     assert b"trio-agent: USAGE: the prompt is empty" in empty.stderr
     latest = dash.stderr.decode().split("session: ")[1].split()[0]
-    again = await _cli(tmp_path, "run", "--continue", "list files")
+    again = await run_cli(tmp_path, "run", "--continue", "list files")
     assert again.returncode == 0
     assert f"session: {latest}" in again.stderr.decode()
     # -c before the subcommand, as a global option
     (tmp_path / "other.yml").write_text("tools: {builtin: read_file}\n")
-    bad = await _cli(tmp_path, "-c", "other.yml", "run", "hi")
+    bad = await run_cli(tmp_path, "-c", "other.yml", "run", "hi")
     assert bad.returncode == 2
     assert b"trio-agent: CONFIG: other.yml: $.tools.builtin" in bad.stderr

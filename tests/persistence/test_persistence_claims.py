@@ -9,10 +9,13 @@ import logging
 import os
 import socket
 import sqlite3
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from persistence_helpers import JSONL, SQLITE, open_store, plain
 
 from trio_agent.persistence import SessionBusyError, SessionTamperedError
@@ -86,6 +89,45 @@ async def test_a_missing_holder_note_still_reports_busy(tmp_path: Path) -> None:
             with pytest.raises(SessionBusyError, match="open in another process") as caught:
                 await other.session_persistence.acquire("s1")
         assert (caught.value.pid, caught.value.host) == (None, None)
+
+
+async def test_a_note_written_just_after_the_lock_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The holder writes its note just after it takes the lock: an opener that comes between
+    # finds no note, pauses, and then names the holder (the CI flake of the two-writer test).
+    async with open_store(JSONL, tmp_path) as ctx:
+        session = ctx.sessions.create("s1")
+        append_tool_turn(session)
+        await ctx.sessions.flush(session)
+        note = holder_path(tmp_path, "s1").read_bytes()
+        holder_path(tmp_path, "s1").unlink()
+        pauses: list[float] = []
+
+        def the_holder_writes_its_note(seconds: float) -> None:
+            pauses.append(seconds)
+            holder_path(tmp_path, "s1").write_bytes(note)
+
+        monkeypatch.setattr(time, "sleep", the_holder_writes_its_note)
+        async with open_store(JSONL, tmp_path) as other:
+            with pytest.raises(SessionBusyError) as caught:
+                await other.session_persistence.acquire("s1")
+        assert caught.value.pid == os.getpid() and len(pauses) == 1
+
+
+async def test_a_dead_processs_stale_note_is_not_named(tmp_path: Path) -> None:
+    dead = await trio.run_process(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_stdout=True
+    )
+    async with open_store(JSONL, tmp_path) as ctx:
+        session = ctx.sessions.create("s1")
+        append_tool_turn(session)
+        await ctx.sessions.flush(session)
+        holder_path(tmp_path, "s1").write_text(json.dumps({"pid": int(dead.stdout), "host": None}))
+        async with open_store(JSONL, tmp_path) as other:
+            with pytest.raises(SessionBusyError, match="open in another process ") as caught:
+                await other.session_persistence.acquire("s1")
+        assert caught.value.pid is None
 
 
 async def test_a_log_replaced_before_the_lock_is_taken_is_locked_as_it_is_now(

@@ -30,13 +30,18 @@ class Writer:
         self.buffer = b""
 
     @classmethod
-    async def start(cls, kind: BackendKind, root: Path, session_id: str) -> Writer:
+    async def start(
+        cls, kind: BackendKind, root: Path, session_id: str, started: list[Writer]
+    ) -> Writer:
+        """Start one writer and add it to ``started`` (for :func:`kill_all`)."""
         process = await trio.lowlevel.open_process(
             [sys.executable, str(CHILD), kind.name, str(root), session_id],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        return cls(process)
+        writer = cls(process)
+        started.append(writer)
+        return writer
 
     async def line(self) -> tuple[str, int]:
         while b"\n" not in self.buffer:
@@ -58,6 +63,16 @@ class Writer:
         status = await self.process.wait()
         await self.stdout.aclose()
         return status
+
+
+async def kill_all(writers: list[Writer]) -> None:
+    """Kill and reap every writer still running: a failed assertion must not leave children
+    behind (later tests check that pytest has none)."""
+    with trio.CancelScope(shield=True):
+        for writer in writers:
+            if writer.process.returncode is None:
+                writer.process.kill()
+            await writer.process.wait()
 
 
 def config_file(kind: BackendKind, root: Path) -> Path:
@@ -83,37 +98,49 @@ async def test_two_processes_resume_one_session_and_exactly_one_runs(
     ):
         handle.agent.send("prompt 1")
         await handle.agent.wait_idle()
-    with trio.fail_after(120):
-        writers = [await Writer.start(kind, tmp_path, "shared") for _ in range(2)]
-        first = [await writer.line() for writer in writers]
-        words = sorted(word for word, _ in first)
-        assert words == ["busy", "holding"], first
-        winner, loser = writers if first[0][0] == "holding" else writers[::-1]
-        winner_pid = winner.process.pid
-        assert dict(first) == {"holding": winner_pid, "busy": winner_pid}
-        assert await loser.close() == 3
-        # The CLI says the same, and exits 2.
-        cli = await trio.run_process(
-            [str(CLI), "run", "-c", str(config_file(kind, tmp_path)), "--resume", "shared", "hi"],
-            cwd=tmp_path,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-        assert cli.returncode == 2, cli.stderr.decode()
-        assert cli.stderr.decode().splitlines()[-1] == (
-            f"trio-agent: SESSION_BUSY: session shared is open in another process "
-            f"(pid {winner_pid})"
-        )
-        ran = [await winner.turn(), await winner.turn()]
-        assert ran == [2, 3]
-        # SIGKILLed, the winner leaves its lock behind with nothing holding it.
-        winner.process.send_signal(signal.SIGKILL)
-        assert await winner.close() == -signal.SIGKILL
-        third = await Writer.start(kind, tmp_path, "shared")
-        assert await third.line() == ("holding", third.process.pid)
-        assert await third.turn() == 4
-        assert await third.close() == 0
+    started: list[Writer] = []
+    try:
+        with trio.fail_after(120):
+            writers = [await Writer.start(kind, tmp_path, "shared", started) for _ in range(2)]
+            first = [await writer.line() for writer in writers]
+            words = sorted(word for word, _ in first)
+            assert words == ["busy", "holding"], first
+            winner, loser = writers if first[0][0] == "holding" else writers[::-1]
+            winner_pid = winner.process.pid
+            assert dict(first) == {"holding": winner_pid, "busy": winner_pid}
+            assert await loser.close() == 3
+            # The CLI says the same, and exits 2.
+            cli = await trio.run_process(
+                [
+                    str(CLI),
+                    "run",
+                    "-c",
+                    str(config_file(kind, tmp_path)),
+                    "--resume",
+                    "shared",
+                    "hi",
+                ],
+                cwd=tmp_path,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            assert cli.returncode == 2, cli.stderr.decode()
+            assert cli.stderr.decode().splitlines()[-1] == (
+                f"trio-agent: SESSION_BUSY: session shared is open in another process "
+                f"(pid {winner_pid})"
+            )
+            ran = [await winner.turn(), await winner.turn()]
+            assert ran == [2, 3]
+            # SIGKILLed, the winner leaves its lock behind with nothing holding it.
+            winner.process.send_signal(signal.SIGKILL)
+            assert await winner.close() == -signal.SIGKILL
+            third = await Writer.start(kind, tmp_path, "shared", started)
+            assert await third.line() == ("holding", third.process.pid)
+            assert await third.turn() == 4
+            assert await third.close() == 0
+    finally:
+        await kill_all(started)
     async with open_test_harness(
         persistence=kind.plugin, persistence_config=kind.config(tmp_path)
     ) as h:

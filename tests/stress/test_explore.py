@@ -133,3 +133,29 @@ def test_threads_are_explored_but_not_exactly_replayable() -> None:
     assert report.failures == ()
     assert not report.replayable
     assert any("worker threads" in note for note in report.notes)
+
+
+async def waits_beside_a_live_subprocess(h: TestHarness) -> None:
+    """A virtual five-second wait while a subprocess's output is read for as long as it lives
+    (what an MCP server over stdio looks like to the clock)."""
+    process = await trio.lowlevel.open_process(["cat"], stdin=-1, stdout=-1)
+    assert process.stdout is not None and process.stdin is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(process.stdout.receive_some)
+            await trio.sleep(5)
+            nursery.cancel_scope.cancel()
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+beside_a_subprocess = scenario(io_quiet=0.05)(waits_beside_a_live_subprocess)
+
+
+def test_io_quiet_lets_the_clock_move_past_a_pending_read() -> None:
+    # Without io_quiet this run never ends: the pending read holds the clock (and a hung run's
+    # thread and child would outlive the test, so that case is not run here).
+    report = explore_cancellation(beside_a_subprocess, budget=2)
+    assert report.failures == () and not report.replayable

@@ -10,8 +10,8 @@ its trio-agent session id, so ``session/load`` continues a session in a new proc
   of trio byte streams (for programs and tests).
 * :class:`AcpApprovalService` / :class:`PermissionBridge` turn the tool pipeline's approvals into
   ``session/request_permission``.
-* :func:`mount_client_mcp_servers` is where the client's ``mcpServers`` will be mounted (they are
-  recorded, not mounted, for now).
+* :func:`mount_client_mcp_servers` mounts the client's ``mcpServers`` (stdio and HTTP) on the
+  session's agent when the ``mcp`` extra is installed; SSE servers are reported and skipped.
 
 Errors::
 

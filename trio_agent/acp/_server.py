@@ -34,7 +34,7 @@ from ._errors import (
     invalid_params,
 )
 from ._jsonrpc import JsonObject, JsonRpcPeer, Reply
-from ._mcp import ClientMcpServer, parse_mcp_servers
+from ._mcp import ClientMcpServer, mcp_available, parse_mcp_servers
 from ._permissions import AcpApprovalService, PermissionBridge
 from ._session import AcpSession
 
@@ -162,14 +162,20 @@ class AcpServer:
         sessions: JsonObject = {"close": {}}
         if persistent:
             sessions["list"] = {}
+        mcp = mcp_available()
+        note = (
+            "mounted per session: stdio and http; sse is not supported"
+            if mcp
+            else "not mounted: the mcp extra is not installed (pip install 'trio-agent[mcp]')"
+        )
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": persistent,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": mcp, "sse": False},
                 "sessionCapabilities": sessions,
-                "_meta": {"trio-agent": {"clientMcpServers": "recorded, not mounted"}},
+                "_meta": {"trio-agent": {"clientMcpServers": note}},
             },
             "authMethods": [],
             "agentInfo": {"name": "trio-agent", "title": "trio-agent", "version": __version__},
@@ -215,8 +221,8 @@ class AcpServer:
         session_id = f"acp-{uuid.uuid4()}"
 
         async def body() -> JsonObject:
-            await self._open(session_id, cwd, servers, resume=False)
-            return {"sessionId": session_id}
+            session = await self._open(session_id, cwd, servers, resume=False)
+            return {"sessionId": session_id, **session.response_meta()}
 
         return body
 
@@ -247,7 +253,7 @@ class AcpServer:
                 raise _not_stored(session_id)
             session = await self._open(session_id, cwd, servers, resume=True)
             session.replay()
-            return {}
+            return session.response_meta()
 
         return body
 

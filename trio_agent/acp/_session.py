@@ -134,8 +134,10 @@ class AcpSession:
     ) -> None:
         self.session_id = session_id
         self.cwd = cwd
-        #: The MCP servers the client listed (recorded; see :func:`mount_client_mcp_servers`).
+        #: The MCP servers the client listed (mounted by :meth:`attach`).
         self.mcp_servers = mcp_servers
+        #: What became of each of them (see :func:`mount_client_mcp_servers`), once attached.
+        self.mcp_reports: tuple[JsonObject, ...] = ()
         self._peer = peer
         self._tools = tools
         self._workspace = Workspace(cwd)
@@ -160,8 +162,8 @@ class AcpSession:
 
     async def attach(self, agent: Agent) -> None:
         """Bind ``agent``: listen to its events, give it the built-in tools rooted at the
-        session's ``cwd`` (agent-scoped, shadowing the global ones) and the client's MCP
-        servers (:func:`mount_client_mcp_servers`)."""
+        session's ``cwd`` (agent-scoped, shadowing the global ones) and mount the client's MCP
+        servers on it (:func:`mount_client_mcp_servers`; the agent owns them)."""
         self._agent = agent
         ctx = agent.ctx
         ctx.on("agent/stream-chunk", self._on_chunk)
@@ -172,7 +174,16 @@ class AcpSession:
         if self._tools.enabled:
             for tool in builtin_tools(self._tools, workspace=self._workspace):
                 registry.register(tool)
-        await mount_client_mcp_servers(agent, self.mcp_servers)
+        self.mcp_reports = await mount_client_mcp_servers(
+            agent, self.mcp_servers, cwd=str(self.cwd)
+        )
+
+    def response_meta(self) -> JsonObject:
+        """The ``_meta`` of the ``session/new`` / ``session/load`` response: what became of
+        the client's MCP servers (empty when it listed none)."""
+        if not self.mcp_reports:
+            return {}
+        return {"_meta": {"trio-agent": {"mcpServers": list(self.mcp_reports)}}}
 
     # --- lifetime ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
     trio-agent sessions show ID [-c FILE]
     trio-agent sessions export ID [-c FILE] [--format jsonl|markdown]
     trio-agent plugins [-c FILE] [--json]          (installed and configured plugins)
+    trio-agent send SESSION-ID [-c FILE] TEXT...   (queue a prompt: PostgreSQL, docs/postgres.md)
     trio-agent acp [-c FILE] [--agent ID] [--log-level LEVEL]   (see docs/acp.md)
 
 Without ``-c`` it reads ``./trio-agent.yml`` if there is one, else runs on the embedded defaults

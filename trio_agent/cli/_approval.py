@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TextIO
 
 import trio
 
 from ..tools import ApprovalRequest, Approved, Denied
+from ._output import escape_controls
 
 __all__ = ["ChatApprovals", "RunApprovals", "allow_names"]
 
@@ -43,7 +45,8 @@ class RunApprovals:
         )
         call_id = printable(request.call_id)
         self.denied.append((request.tool, call_id))
-        self.err.write(f"trio-agent: denied {request.tool} ({call_id}): {reason}\n")
+        tool = printable(request.tool)
+        self.err.write(f"trio-agent: {asker(request)}denied {tool} ({call_id}): {reason}\n")
         self.err.flush()
         return Denied(reason)
 
@@ -54,8 +57,24 @@ _VALUE_LIMIT = 80
 
 def printable(text: str) -> str:
     """``text`` with every control character escaped (``\\n``, ``\\x1b``): the model's text
-    must not move the cursor or recolour the terminal to disguise what is being asked."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    must not move the cursor or recolour the terminal to disguise what is being asked. Line
+    breaks are escaped, not collapsed (unlike :func:`~._output.clean`): the person sees exactly
+    what would run."""
+    return escape_controls(text)
+
+
+#: A sub-agent's id: ``<parent agent id>.<definition name>-<n>`` (docs/subagents.md).
+_CHILD_ID = re.compile(r".+\.[A-Za-z0-9][A-Za-z0-9_-]{0,63}-[0-9]+")
+
+
+def asker(request: ApprovalRequest) -> str:
+    """``"[child AGENT-ID] "`` when a sub-agent makes the call (its id has the shape
+    ``<parent id>.<name>-<n>``), else ``""``: the person is asked once, by the CLI agent's
+    service, for its children's calls too, and must see who asks."""
+    agent = request.agent
+    if agent is None or _CHILD_ID.fullmatch(agent) is None:
+        return ""
+    return f"[child {printable(agent)}] "
 
 
 def _shorten(text: str, limit: int = _VALUE_LIMIT) -> str:
@@ -112,7 +131,8 @@ class ChatApprovals:
     async def request(self, request: ApprovalRequest) -> Approved | Denied:
         """Ask the person; return their answer."""
         self.before()
-        lines = [f"approval: {request.tool} ({printable(request.call_id)})"]
+        who = asker(request)
+        lines = [f"approval: {who}{printable(request.tool)} ({printable(request.call_id)})"]
         lines += [f"  {line}" for line in describe_arguments(request.arguments)]
         if request.reason:
             lines.append(f"  reason: {_shorten(request.reason)}")

@@ -41,7 +41,7 @@ from ..session import (
 from ..tools import APPROVAL
 from ._agents import STOP_SIGNALS, check_id_args, load_cli_config, open_agent, report_servers_down
 from ._approval import ChatApprovals
-from ._output import Printer, failure_of, last_turn_end, shorten
+from ._output import Printer, clean, escape_controls, failure_of, last_turn_end, shorten
 
 #: How many turns ``--resume`` / ``--continue`` recap, and how long each text may be.
 _RECAP_TURNS = 3
@@ -141,6 +141,7 @@ class _Chat:
         self.agent, self.handle = agent, handle
         agent.ctx.on("agent/stream-chunk", self.printer.on_chunk)
         agent.ctx.on("session/event", self.printer.on_session_event)
+        agent.ctx.on("agent/subagent", self.printer.on_subagent)
         agent.ctx.on("agent/turn-end", self.on_turn_end)
         # Outermost (prepend): the override holds whatever other listeners chose.
         agent.ctx.on("agent/request", self.on_request, prepend=True)
@@ -216,7 +217,7 @@ class _Chat:
                     return await self.tty.readline()
             self.busy_read = None
             return None
-        status = f"[{_short_id(self.agent.session.id)} · {printable(self.model_name)}]\n"
+        status = f"[{_short_id(self.agent.session.id)} · {escape_controls(self.model_name)}]\n"
         if self.editor is not None and not self.tty.pending():
             self.out.write(status)
             self.out.flush()
@@ -250,7 +251,7 @@ class _Chat:
             else:
                 self.printer.end_line()
             self.agent.steer(text)
-            self.printer.note(f"(steering) {printable(text)}")
+            self.printer.note(f"(steering) {escape_controls(text)}")
             return True
         self.busy = True
         self.agent.send(text)
@@ -272,7 +273,7 @@ class _Chat:
                 note("/cancel: no turn is running")
         elif name == "/model":
             if not rest:
-                note(f"model: {printable(self.model_name)}")
+                note(f"model: {escape_controls(self.model_name)}")
             elif any(c.isspace() or not c.isprintable() for c in rest):
                 note("/model: a model name has no spaces or control characters")
             else:
@@ -284,7 +285,7 @@ class _Chat:
         elif name == "/sessions":
             await self.list_sessions()
         else:
-            note(f"unknown command {printable(name)!r}; /help lists them")
+            note(f"unknown command {escape_controls(name)!r}; /help lists them")
         return True
 
     async def new_session(self) -> None:
@@ -322,7 +323,7 @@ class _Chat:
         for info in infos[-_SESSIONS_LISTED:]:
             mark = "*" if info.session_id == self.agent.session.id else " "
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated_at))
-            title = one_line(info.title or "", 50)
+            title = clean(info.title or "", 50)
             lines.append(f"{mark} {info.session_id}  {info.turns} turn(s)  {when}  {title}")
         more = len(infos) - _SESSIONS_LISTED
         if more > 0:
@@ -382,32 +383,21 @@ def _recap(session: Session, note: Callable[[str], None]) -> None:
     lines = [f"recap: {len(turns)} turn(s) so far; the last {len(shown)}:"]
     for number in shown:
         turn = turns[number]
-        lines.append(f"  [{number}] you: {one_line(turn.get('you', ''), _RECAP_WIDTH)}")
+        lines.append(f"  [{number}] you: {clean(turn.get('you', ''), _RECAP_WIDTH)}")
         failure = failure_of(turn["end"]) if "end" in turn else None
         if "agent" in turn:
-            lines.append(f"      agent: {one_line(turn['agent'], _RECAP_WIDTH)}")
+            lines.append(f"      agent: {clean(turn['agent'], _RECAP_WIDTH)}")
         if "end" not in turn:
             lines.append("      (the turn did not end: the program stopped during it)")
         elif failure is not None:
-            lines.append(f"      ({failure[0]}: {one_line(failure[1], _RECAP_WIDTH)})")
+            lines.append(f"      ({failure[0]}: {clean(failure[1], _RECAP_WIDTH)})")
     note("\n".join(lines))
-
-
-def printable(text: str) -> str:
-    """``text`` with every control and format character escaped (``\\x1b``, ``\\u202e``)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def one_line(text: str, limit: int) -> str:
-    """``text`` on one line (whitespace runs become one space), control characters escaped,
-    cut to ``limit`` characters with an ellipsis."""
-    return shorten(printable(" ".join(text.split())), limit)
 
 
 def _short_id(session_id: str) -> str:
     """The part of a session id that tells sessions apart: 8 characters after ``-session-``."""
     _, sep, tail = session_id.rpartition("-session-")
-    return printable(tail[:8] if sep else shorten(session_id, 16))
+    return escape_controls(tail[:8] if sep else shorten(session_id, 16))
 
 
 # --- input ----------------------------------------------------------------------------------

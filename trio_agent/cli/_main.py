@@ -24,15 +24,16 @@ from ._chat import chat_command
 from ._errors import CliExit
 from ._plugins import plugins_command
 from ._run import run_command
+from ._send import send_command
 from ._sessions import sessions_command
 
 #: The exit status table (docs/cli.md); ``--help`` prints it.
 STATUS_TABLE = """\
 exit status:
   0    run: the turn completed (denied tool calls are listed on stderr); chat: normal exit;
-       sessions/plugins: done; acp: clean shutdown
+       sessions/plugins: done; send: the prompt is queued; acp: clean shutdown
   1    run: the turn did not complete (error, max-steps, rejected), or PERSISTENCE
-       (a session that could not be written)
+       (a session that could not be written; send: the database failed)
   2    usage, config and input errors: USAGE, CONFIG, INVALID_SESSION_ID, SESSION_NOT_FOUND,
        SESSION_BUSY (acp: before serving)
   130 / 143 / 129  Ctrl-C / SIGTERM / SIGHUP during a turn (the turn ends aborted, flushed)
@@ -187,6 +188,19 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub("plugins", "list the installed plugins and the ones the config mounts")
     common(plugins)
     plugins.add_argument("--json", action="store_true", help="print JSON")
+    send = sub(
+        "send",
+        "queue a prompt in a session's PostgreSQL inbox and print its inbox id; the worker "
+        "holding the session runs it once (or the next one to resume it)",
+    )
+    common(send)
+    send.add_argument("id", metavar="SESSION-ID", help="the session id")
+    send.add_argument(
+        "prompt",
+        nargs="*",
+        metavar="TEXT",
+        help="the prompt (words are joined with spaces); '-' or none reads it from piped stdin",
+    )
     return parser
 
 
@@ -291,5 +305,6 @@ def _main(argv: Sequence[str] | None) -> int:
         "chat": chat_command,
         "sessions": sessions_command,
         "plugins": plugins_command,
+        "send": send_command,
     }
     return trio.run(commands[args.command], args, out, err)

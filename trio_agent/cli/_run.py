@@ -24,7 +24,7 @@ from ._errors import CliExit
 from ._output import Printer, failure_of, last_text, last_turn_end, text_mode
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def read_prompt(args: argparse.Namespace) -> str:
     """The prompt: the words, or piped stdin for ``-`` / no words; an empty one is refused."""
     words: list[str] = args.prompt
     if words == ["-"] or not words:
@@ -54,7 +54,7 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     """``trio-agent run``: send one prompt, wait for the turn, and map its end to the exit
     status."""
     check_id_args(args)
-    prompt = _read_prompt(args)
+    prompt = read_prompt(args)
     started = time.monotonic()
     config, note = load_cli_config(args.config)
     printer = Printer(
@@ -75,6 +75,7 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         agent.ctx.on("agent/stream-chunk", printer.on_chunk)
         agent.ctx.on("agent/error", persistence.on_error)
         agent.ctx.on("session/event", printer.on_session_event)
+        agent.ctx.on("agent/subagent", printer.on_subagent)
         async with trio.open_nursery() as nursery:
             await nursery.start(_cancel_on_signals, agent, received)
             printer.note(f"session: {agent.session.id}")
@@ -96,6 +97,8 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
             }
             if failure is not None:
                 result["error"] = {"code": failure[0], "message": failure[1]}
+            if printer.children:
+                result["subagents"] = printer.children
             out.write(json.dumps(result) + "\n")
         if handle is not None:
             await handle.aclose()

@@ -279,7 +279,20 @@ def http_failure(
 
 
 class _Malformed(Exception):
-    pass
+    """An event the decoder cannot use; ``data`` is the event, quoted in the message."""
+
+    def __init__(self, what: str, data: str | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.data = data
+
+    def describe(self, key: str | None) -> str:
+        """The message, quoting the event's start with the API key masked first: a hostile
+        server can place the key across the cut, and a cut key is no longer redactable."""
+        if self.data is None:
+            return self.what
+        data = self.data.replace(key, "[redacted]") if key else self.data
+        return f"{self.what}: {data[:120]!r}"
 
 
 @final
@@ -370,9 +383,9 @@ class _Decoder:
         try:
             obj = json.loads(data)
         except ValueError as exc:
-            raise _Malformed(f"an SSE event is not valid JSON ({exc}): {data[:120]!r}") from None
+            raise _Malformed(f"an SSE event is not valid JSON ({exc})", data) from None
         if not isinstance(obj, dict):
-            raise _Malformed(f"an SSE event is not a JSON object: {data[:120]!r}")
+            raise _Malformed("an SSE event is not a JSON object", data)
         choices = obj.get("choices")
         if "error" in obj and not choices:
             return [], _stream_error(obj["error"])
@@ -382,16 +395,16 @@ class _Decoder:
         if choices is None:
             return [], None
         if not isinstance(choices, list):
-            raise _Malformed(f"'choices' is not a list: {data[:120]!r}")
+            raise _Malformed("'choices' is not a list", data)
         out: list[StreamChunk] = []
         for choice in choices:
             if not isinstance(choice, dict):
-                raise _Malformed(f"a choice is not an object: {data[:120]!r}")
+                raise _Malformed("a choice is not an object", data)
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
-                raise _Malformed(f"a delta is not an object: {data[:120]!r}")
+                raise _Malformed("a delta is not an object", data)
             self._delta(delta, out)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
@@ -750,7 +763,7 @@ class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
                 try:
                     chunks, failure = self._decoder.event(event.data)
                 except _Malformed as exc:
-                    chunks, failure = [], LlmFailure("MALFORMED_RESPONSE", str(exc))
+                    chunks, failure = [], LlmFailure("MALFORMED_RESPONSE", exc.describe(self._key))
                 self._pending.extend(chunks)
                 if failure is not None:
                     self._fail(failure)

@@ -52,7 +52,6 @@ from ..session import SessionEvent, SessionHeader
 from ._backend import Backend, Position, ReadResult
 from ._errors import (
     PersistenceError,
-    SessionBusyError,
     SessionCorruptError,
     SessionTamperedError,
     stored_session_exists,
@@ -67,7 +66,7 @@ from ._format import (
     header_to_json,
 )
 from ._fs import ensure_private_dir, fsync_dir
-from ._locks import busy_error, holder_note, lock, parse_holder, same_file
+from ._locks import busy_error, holder_note, lock, named_holder, note_deadline, same_file
 from ._types import SessionInfo
 from ._writer import PersistenceService
 
@@ -203,6 +202,7 @@ class JsonlBackend(Backend):
         if session_id in self._claims:
             return
         path = self.location(session_id)
+        deadline = note_deadline()
         while True:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -216,8 +216,10 @@ class JsonlBackend(Backend):
                 ) from exc
             try:
                 if not lock(fd):
-                    raise self._busy(session_id)
-                if same_file(fd, path):  # else it was replaced before the lock: lock the new one
+                    holder = named_holder(self._holder_note(session_id), deadline)
+                    if holder is not None:
+                        raise busy_error(session_id, path, *holder)
+                elif same_file(fd, path):  # else it was replaced before the lock: lock the new one
                     _cut_torn_tail(fd)
                     self._note_holder(session_id)
                     self._claims[session_id] = fd
@@ -227,13 +229,12 @@ class JsonlBackend(Backend):
                 raise
             os.close(fd)
 
-    def _busy(self, session_id: SessionId) -> SessionBusyError:
+    def _holder_note(self, session_id: SessionId) -> bytes:
         try:
             with open(self._holder_path(session_id), "rb") as file:
-                note = file.read(4096)
+                return file.read(4096)
         except OSError:
-            note = b""
-        return busy_error(session_id, self.location(session_id), *parse_holder(note))
+            return b""
 
     def _note_holder(self, session_id: SessionId) -> None:
         """Record this process as the holder (the caller holds the session's lock)."""

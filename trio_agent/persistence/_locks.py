@@ -14,10 +14,25 @@ import fcntl
 import json
 import os
 import socket
+import time
 
 from ._errors import SessionBusyError
 
-__all__ = ["busy_error", "holder_note", "lock", "parse_holder", "same_file"]
+__all__ = [
+    "busy_error",
+    "holder_note",
+    "lock",
+    "named_holder",
+    "note_deadline",
+    "parse_holder",
+    "same_file",
+]
+
+# A holder writes its note just after it takes the lock, so an opener that finds the lock taken
+# may read no note yet (or a SIGKILLed holder's stale one): it tries again for this long before
+# it reports an unknown holder.
+_NOTE_PATIENCE = 0.5
+_NOTE_POLL = 0.002
 
 
 def lock(fd: int) -> bool:
@@ -56,6 +71,34 @@ def parse_holder(data: bytes) -> tuple[int | None, str | None]:
         return None, None
     pid, host = note.get("pid"), note.get("host")
     return (pid if type(pid) is int else None), (host if type(host) is str else None)
+
+
+def note_deadline() -> float:
+    """When an opener stops waiting for a busy lock's note (pass it to :func:`named_holder`)."""
+    return time.monotonic() + _NOTE_PATIENCE
+
+
+def named_holder(note: bytes, deadline: float) -> tuple[int | None, str | None] | None:
+    """The holder a busy lock's ``note`` names, or ``None``: try the lock again (after a short
+    pause), because the note names no live process yet and ``deadline`` has not passed. Past
+    the deadline an unreadable note gives ``(None, None)``: an unknown holder."""
+    pid, host = parse_holder(note)
+    if pid is not None and (host not in (None, socket.gethostname()) or _alive(pid)):
+        return pid, host
+    if time.monotonic() < deadline:
+        time.sleep(_NOTE_POLL)  # in a worker thread; the holder is between lock and note
+        return None
+    return None, None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def busy_error(session_id: str, where: str, pid: int | None, host: str | None) -> SessionBusyError:

@@ -48,7 +48,7 @@ from ._format import (
     header_to_json,
 )
 from ._fs import ensure_private_dir
-from ._locks import busy_error, holder_note, lock, parse_holder, same_file
+from ._locks import busy_error, holder_note, lock, named_holder, note_deadline, same_file
 from ._tables import decode_column, infos_from_rows, infos_query
 from ._types import SessionInfo
 from ._writer import PersistenceService
@@ -295,15 +295,17 @@ class SqliteBackend(Backend):
         path = self._lock_path(session_id)
         try:
             ensure_private_dir(os.path.dirname(self.path))
+            deadline = note_deadline()
             while True:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
                 try:
                     if not lock(fd):
-                        pid, host = parse_holder(os.pread(fd, 4096, 0))
-                        raise busy_error(session_id, self.location(session_id), pid, host)
+                        holder = named_holder(os.pread(fd, 4096, 0), deadline)
+                        if holder is not None:
+                            raise busy_error(session_id, self.location(session_id), *holder)
                     # A releasing holder removes the file before letting go of it: lock the
                     # file the name holds now, not the removed one.
-                    if same_file(fd, path):
+                    elif same_file(fd, path):
                         os.ftruncate(fd, 0)
                         os.pwrite(fd, holder_note(), 0)
                         self._claims[session_id] = fd

@@ -38,6 +38,7 @@ from ._leaks import assert_no_leaked_tasks as assert_no_leaked_tasks
 from ._logs import append_every_event_type as append_every_event_type
 from ._logs import append_tool_turn as append_tool_turn
 from ._openai_server import DROP as DROP
+from ._openai_server import ECHO_MODES as ECHO_MODES
 from ._openai_server import HANG as HANG
 from ._openai_server import FakeOpenAiServer as FakeOpenAiServer
 from ._openai_server import FakeResponse as FakeResponse
@@ -47,6 +48,7 @@ from ._openai_server import Pause as Pause
 from ._openai_server import RecordedRequest as RecordedRequest
 from ._openai_server import SseResponse as SseResponse
 from ._openai_server import completion_chunk as completion_chunk
+from ._openai_server import echo_key_response as echo_key_response
 from ._openai_server import error_response as error_response
 from ._openai_server import hang_response as hang_response
 from ._openai_server import json_response as json_response
@@ -64,6 +66,7 @@ from ._openai_server import sse_usage as sse_usage
 
 __all__ = [
     "DROP",
+    "ECHO_MODES",
     "HANG",
     "BackendCall",
     "BackendConformance",
@@ -88,6 +91,7 @@ __all__ = [
     "assert_no_leaked_tasks",
     "check_backend",
     "completion_chunk",
+    "echo_key_response",
     "error",
     "error_response",
     "event_types",

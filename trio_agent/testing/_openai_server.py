@@ -8,15 +8,21 @@ real sockets on 127.0.0.1, with a script of responses::
         adapter = OpenAiAdapter(base_url=server.base_url, api_key_env=None)
         ...
         assert server.requests[0].json["model"] == "m"
+
+A hostile server: :func:`echo_key_response` answers in one of :data:`ECHO_MODES` and echoes the
+request's API key back everywhere it can (status text, headers, error body, SSE events), for
+tests that prove the key is found nowhere afterwards.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import enum
 import functools
 import http
 import json
+import urllib.parse
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, TypeAlias, final
@@ -28,6 +34,7 @@ from ..llm._groups import raise_single
 
 __all__ = [
     "DROP",
+    "ECHO_MODES",
     "HANG",
     "FakeOpenAiServer",
     "FakeResponse",
@@ -37,6 +44,7 @@ __all__ = [
     "RecordedRequest",
     "SseResponse",
     "completion_chunk",
+    "echo_key_response",
     "error_response",
     "hang_response",
     "json_response",
@@ -85,6 +93,8 @@ class SseResponse:
     pieces: tuple[SsePiece, ...]
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
+    #: The status line's reason phrase (default: the standard one for ``status``).
+    reason: str | None = None
 
 
 @attrs.frozen
@@ -94,6 +104,8 @@ class JsonResponse:
     status: int
     body: Any = None
     headers: tuple[tuple[str, str], ...] = ()
+    #: The status line's reason phrase (default: the standard one for ``status``).
+    reason: str | None = None
 
 
 @attrs.frozen
@@ -133,18 +145,26 @@ def _headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
 
 
 def sse_response(
-    *pieces: SsePiece, status: int = 200, headers: Mapping[str, str] | None = None
+    *pieces: SsePiece,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+    reason: str | None = None,
 ) -> SseResponse:
     """A streamed response from SSE pieces: strings/bytes (see :func:`sse_text` and friends),
-    :class:`Pause`, :data:`HANG` or :data:`DROP`."""
-    return SseResponse(tuple(pieces), status, _headers(headers))
+    :class:`Pause`, :data:`HANG` or :data:`DROP`; ``reason`` replaces the status line's
+    standard reason phrase."""
+    return SseResponse(tuple(pieces), status, _headers(headers), reason)
 
 
 def json_response(
-    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+    body: Any,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+    reason: str | None = None,
 ) -> JsonResponse:
-    """A plain JSON response (``body`` may also be raw ``bytes``)."""
-    return JsonResponse(status, body, _headers(headers))
+    """A plain JSON response (``body`` may also be raw ``bytes``); ``reason`` replaces the
+    status line's standard reason phrase."""
+    return JsonResponse(status, body, _headers(headers), reason)
 
 
 def error_response(
@@ -154,10 +174,14 @@ def error_response(
     type: str | None = None,
     code: str | None = None,
     headers: Mapping[str, str] | None = None,
+    reason: str | None = None,
 ) -> JsonResponse:
     """An API error in OpenAI's shape: ``{"error": {"message", "type", "code"}}``."""
     return JsonResponse(
-        status, {"error": {"message": message, "type": type, "code": code}}, _headers(headers)
+        status,
+        {"error": {"message": message, "type": type, "code": code}},
+        _headers(headers),
+        reason,
     )
 
 
@@ -273,6 +297,89 @@ def sse_reply(
         pieces.append(sse_usage(*usage))
     pieces.append(sse_done())
     return SseResponse(tuple(pieces))
+
+
+# --- a server that echoes the API key --------------------------------------------------------
+
+#: The error modes of :func:`echo_key_response`.
+ECHO_MODES = ("401", "429", "500", "redirect", "sse-error", "malformed-sse", "drop")
+
+
+def _echo_forms(request: RecordedRequest) -> tuple[str, str, str, str]:
+    """(the ``Authorization`` value, the bare key, its url-quoted and its base64 forms)."""
+    auth = request.headers.get("authorization", "")
+    key = auth.removeprefix("Bearer ").strip()
+    quoted = urllib.parse.quote(key, safe="")
+    b64 = base64.b64encode(key.encode()).decode("ascii")
+    return auth, key, quoted, b64
+
+
+def echo_key_response(
+    mode: str, *, retry_after: float = 0
+) -> Callable[[RecordedRequest], FakeResponse]:
+    """A scripted response (a callable of the request) that fails in ``mode`` - one of
+    :data:`ECHO_MODES` - and echoes the request's API key everywhere it can.
+
+    Every mode puts the ``Authorization`` value into the status line's reason phrase and into
+    headers (``x-request-id``, ``www-authenticate``, ``x-echo-*`` with the key, url-quoted and
+    base64 forms too). Then: ``401``, ``429`` (with ``retry-after``) and ``500`` answer an
+    OpenAI-shaped JSON error whose message, type, code and param carry the key; ``redirect``
+    is a 307 whose ``Location`` carries it; ``sse-error`` streams a first chunk (id and model
+    set to the key) then a mid-stream ``{"error": ...}`` event with the key; ``malformed-sse``
+    streams that chunk, then an event that is not JSON and holds the key at its start and
+    again across its 120th character, then the error event; ``drop`` streams the chunk and an SSE comment with the key, then drops the
+    connection mid-body. Without an ``Authorization`` header the echoes are empty strings.
+    """
+    if mode not in ECHO_MODES:
+        raise ValueError(f"unknown echo mode {mode!r}; expected one of {', '.join(ECHO_MODES)}")
+
+    def respond(request: RecordedRequest) -> FakeResponse:
+        auth, key, quoted, b64 = _echo_forms(request)
+        headers = {
+            "x-request-id": auth,
+            "www-authenticate": f'Bearer realm="{key}", error="invalid_token"',
+            "x-echo-authorization": auth,
+            "x-echo-key": key,
+            "x-echo-key-quoted": quoted,
+            "x-echo-key-base64": b64,
+        }
+        error = {
+            "message": f"invalid key {auth} (quoted {quoted}, base64 {b64})",
+            "type": key,
+            "code": key,
+            "param": b64,
+        }
+        if mode in ("401", "429", "500"):
+            status = int(mode)
+            if status == 429:
+                headers["retry-after"] = f"{retry_after:g}"
+            return json_response(
+                {"error": error},
+                status=status,
+                headers=headers,
+                reason=f"{http.HTTPStatus(status).phrase} {auth}",
+            )
+        if mode == "redirect":
+            headers["location"] = f"http://127.0.0.1:9/steal?key={quoted}&b64={b64}"
+            return json_response(None, status=307, headers=headers, reason=f"Moved {auth}")
+        first = sse_event(
+            completion_chunk({"role": "assistant", "content": ""}, model=key) | {"id": key}
+        )
+        error_event = sse_event({"error": error})
+        pieces: tuple[SsePiece, ...]
+        if mode == "sse-error":
+            pieces = (first, error_event, sse_done())
+        elif mode == "malformed-sse":
+            # The key at the start, and again across the 120th character (where error texts
+            # are often cut, which would leave a prefix of the key that no redactor knows).
+            garbage = f"{{{auth} "
+            garbage += "." * max(0, 100 - len(garbage)) + f"{key} not json"
+            pieces = (first, sse_event(garbage), error_event, sse_done())
+        else:
+            pieces = (first, sse_comment(f"echo {auth}"), DROP)
+        return sse_response(*pieces, headers=headers, reason=f"OK {auth}")
+
+    return respond
 
 
 # --- the server -------------------------------------------------------------------------------
@@ -399,16 +506,19 @@ async def _read_request(stream: trio.SocketStream) -> RecordedRequest | None:
     return RecordedRequest(method, path, headers, body, parsed)
 
 
-def _status_line(status: int) -> str:
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "Status"
+def _status_line(status: int, reason: str | None = None) -> str:
+    if reason is not None:
+        phrase = reason
+    else:
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "Status"
     return f"HTTP/1.1 {status} {phrase}\r\n"
 
 
-def _head(status: int, headers: Iterable[tuple[str, str]]) -> bytes:
-    lines = [_status_line(status)]
+def _head(status: int, headers: Iterable[tuple[str, str]], reason: str | None = None) -> bytes:
+    lines = [_status_line(status, reason)]
     lines.extend(f"{k}: {v}\r\n" for k, v in headers)
     lines.append("\r\n")
     return "".join(lines).encode("latin-1")
@@ -431,6 +541,7 @@ async def _respond(stream: trio.SocketStream, response: FakeResponse, sent: _Pro
                 ("connection", "close"),
                 *response.headers,
             ],
+            response.reason,
         )
         sent.complete = True
         await stream.send_all(head + body)
@@ -444,6 +555,7 @@ async def _respond(stream: trio.SocketStream, response: FakeResponse, sent: _Pro
             ("connection", "close"),
             *response.headers,
         ],
+        response.reason,
     )
     pending: list[bytes] = [head]
     size = len(head)

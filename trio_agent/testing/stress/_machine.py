@@ -69,8 +69,10 @@ class AgentStateMachine(RuleBasedStateMachine):
     ``retry``, ``persistence``/``persistence_config``, ``max_parallel_tool_calls``,
     ``checks`` (your callbacks on the :class:`RunRecord`, after every step and at teardown),
     ``allowed_errors`` (regexes of expected ERROR logs), ``duplicate_ids`` (whether responses
-    repeat or leave out tool-call ids, which the loop rewrites, SPEC §12; on by default) and
-    ``chunk_delay`` (virtual seconds per stream chunk).
+    repeat or leave out tool-call ids, which the loop rewrites, SPEC §12; on by default),
+    ``chunk_delay`` (virtual seconds per stream chunk) and ``io_quiet`` (real seconds of quiet
+    after which virtual time moves although real I/O is pending: set it for plugins that keep
+    a subprocess or a socket open, such as MCP servers over stdio; see ``World.run_clock``).
 
     .. note:: Do not add ``@initialize`` rules: the first one starts the run.
     """
@@ -85,6 +87,7 @@ class AgentStateMachine(RuleBasedStateMachine):
     allowed_errors: ClassVar[Sequence[str]] = ()
     duplicate_ids: ClassVar[bool] = True
     chunk_delay: ClassVar[float] = 0.0
+    io_quiet: ClassVar[float | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -105,6 +108,7 @@ class AgentStateMachine(RuleBasedStateMachine):
                 persistence=cls.persistence,
                 persistence_config=cls.persistence_config,
                 max_parallel_tool_calls=cls.max_parallel_tool_calls,
+                io_quiet=cls.io_quiet,
             ),
             checks=tuple(cls.checks),
             allowed_errors=tuple(cls.allowed_errors),

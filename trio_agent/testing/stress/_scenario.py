@@ -70,6 +70,7 @@ def scenario(
     allowed_errors: Sequence[str] = (),
     timeout: float = 600.0,
     cancel_deadline: float = 10.0,
+    io_quiet: float | None = None,
 ) -> Callable[[ScenarioFn], Scenario]: ...
 
 
@@ -88,10 +89,14 @@ def scenario(
     allowed_errors: Sequence[str] = (),
     timeout: float = 600.0,
     cancel_deadline: float = 10.0,
+    io_quiet: float | None = None,
 ) -> Scenario | Callable[[ScenarioFn], Scenario]:
     """Turn ``async def fn(h)`` into a :class:`Scenario` run on a harness with ``responses``
     (the scripted model), ``tools`` and ``plugins`` (``Plugin`` or ``(Plugin, config)``; a
-    :func:`per_run` config is made fresh per run).
+    :func:`per_run` config is made fresh per run). ``io_quiet``: real seconds of quiet after
+    which virtual time moves although real I/O is pending (set it when a plugin keeps a
+    subprocess or a socket open, such as an MCP server over stdio; ``None``: the clock waits
+    for every pending I/O).
 
     Define scenarios at module level: a failure is reported as a snippet that imports the
     scenario by name and calls :func:`replay` on it. ::
@@ -114,6 +119,7 @@ def scenario(
                 persistence=persistence,
                 persistence_config=persistence_config,
                 max_parallel_tool_calls=max_parallel_tool_calls,
+                io_quiet=io_quiet,
             ),
             checks=tuple(checks),
             allowed_errors=tuple(allowed_errors),

@@ -91,6 +91,9 @@ class HarnessSpec:
     persistence_config: Any = None
     max_parallel_tool_calls: int = 10
     teardown_timeout: float = 10.0
+    #: Real seconds of quiet after which virtual time moves although real I/O is pending
+    #: (``None``: never while it is pending). See :meth:`World.run_clock`.
+    io_quiet: float | None = None
 
     @property
     def needs_directory(self) -> bool:
@@ -125,6 +128,7 @@ class World:
     agent: ReactLoopAgent | None = None
     model: QueueModel | None = None
     agent_options: AgentOptions | None = None
+    io_quiet: float | None = None
     _agents: int = 0
     _autojump: bool = False
     _autojump_on: trio.Event = attrs.field(factory=trio.Event)
@@ -195,7 +199,11 @@ class World:
     def run_clock(self, running: bool) -> None:
         """Let virtual time run (or stand still): while it runs, whenever every task is blocked
         the clock jumps to the next deadline, unless a worker thread or real I/O is pending
-        (their results come in real time, so the clock waits for them)."""
+        (their results come in real time, so the clock waits for them).
+
+        A long-lived subprocess (an MCP server over stdio) keeps a read pending for as long as
+        it lives, so with it the clock would never move: with :attr:`io_quiet` set, pending
+        I/O holds the clock only until no task has woken for that many real seconds."""
         self._autojump = running
         if running:
             self._autojump_on.set()
@@ -207,9 +215,21 @@ class World:
         and real I/O are done (their results come in real time; a jump past them would fake a
         timeout)."""
         await trio.testing.wait_all_tasks_blocked()
-        while _outside_work():
+        while not await self._outside_settled():
             await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
         self.clock.jump(seconds)
+
+    async def _outside_settled(self) -> bool:
+        """Whether nothing outside the run can still answer: no worker thread is busy, and no
+        real I/O is pending (or, with :attr:`io_quiet`, it has been quiet that long)."""
+        if _threads_busy():
+            return False
+        if not _io_pending():
+            return True
+        if self.io_quiet is None:
+            return False
+        await trio.testing.wait_all_tasks_blocked(self.io_quiet)
+        return not _threads_busy()
 
     async def _drive_clock(self) -> None:
         """The kit task behind :meth:`run_clock` (an autojump that waits for threads and I/O,
@@ -222,22 +242,26 @@ class World:
                 # That wake-up may be stale (an idle moment from before the world was frozen
                 # and thawed, or a task woken in the same batch): confirm it before jumping.
                 await trio.testing.wait_all_tasks_blocked()
-            stats = trio.lowlevel.current_statistics()
-            jump = stats.seconds_to_next_deadline
-            outside = _outside_work()
-            if self._autojump and not outside and 0 < jump < math.inf:
+            if not self._autojump:
+                continue
+            if not await self._outside_settled():
+                await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
+                continue
+            jump = trio.lowlevel.current_statistics().seconds_to_next_deadline
+            if 0 < jump < math.inf and self._autojump:
                 self.clock.jump(jump)
-            elif self._autojump and (outside or jump == math.inf):
+            elif jump == math.inf:
                 await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
 
 
-def _outside_work() -> bool:
-    """Whether a worker thread (of trio's default limiter) or a real I/O wait is pending."""
-    stats = trio.lowlevel.current_statistics()
-    return bool(
-        io_waiters(stats.io_statistics)
-        or trio.to_thread.current_default_thread_limiter().borrowed_tokens
-    )
+def _threads_busy() -> bool:
+    """Whether a worker thread (of trio's default limiter) is running."""
+    return bool(trio.to_thread.current_default_thread_limiter().borrowed_tokens)
+
+
+def _io_pending() -> bool:
+    """Whether a task waits for real I/O."""
+    return bool(io_waiters(trio.lowlevel.current_statistics().io_statistics))
 
 
 #: Real seconds the clock driver lets pass while a thread or real I/O is pending.
@@ -298,7 +322,16 @@ async def open_world(
             for plugin_spec in spec.plugins:
                 plugin, config = _split(plugin_spec)
                 fibers.append(await harness.ctx.plugin(plugin, _resolve(config, directory)))
-            world = World(harness, fibers, observer.clock, record, directory, observer, kit)
+            world = World(
+                harness,
+                fibers,
+                observer.clock,
+                record,
+                directory,
+                observer,
+                kit,
+                io_quiet=spec.io_quiet,
+            )
             observer.clock_running = world.clock_running
             world.run_clock(autojump)
             kit.start_soon(world._drive_clock, name="stress clock")
