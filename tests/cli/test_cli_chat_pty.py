@@ -271,3 +271,14 @@ def test_sigterm_at_the_idle_prompt_restores_the_terminal(workspace: Path) -> No
         child.close()
     assert child.exitstatus == 143
     assert modes & termios.ICANON and modes & termios.ECHO
+
+
+def test_a_ctrl_d_typed_before_the_prompt_is_not_lost(workspace: Path) -> None:
+    # A Ctrl-D typed in cooked mode just before the prompt left it reaches readline as the
+    # NUL byte the kernel keeps for it: sent as such, it must end the chat like Ctrl-D.
+    with _chat(workspace) as child:
+        _prompt(child)
+        child.send("\0")
+        child.expect_exact("resume with: trio-agent chat --resume ")
+        _finish(child)
+    assert child.exitstatus == 0

@@ -454,6 +454,11 @@ class _Editor:
         # Python binds Tab to insert itself; libedit (macOS) spells the binding its own way.
         libedit = "libedit" in (readline.__doc__ or "")
         readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
+        eof = saved[6][termios.VEOF]
+        if not libedit and isinstance(eof, bytes) and len(eof) == 1 and eof != b"\0":
+            # An end of input typed in cooked mode just before the terminal left it reaches
+            # readline as a NUL byte (the kernel's mark for it): make NUL act as Ctrl-D.
+            readline.parse_and_bind(f'"\\C-@": "\\{eof[0]:03o}"')
         editor.history = _History.open(readline, note)
         return editor
 
