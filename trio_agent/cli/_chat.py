@@ -623,6 +623,8 @@ class _TtyReader:
                 return line.decode("utf-8", errors="replace")
             self.buffer += chunk
         line, newline, self.buffer = self.buffer.partition(b"\n")
+        if line in (b"\x04", b"\0"):  # a Ctrl-D typed as the terminal switched modes
+            return ""
         return (line + newline).decode("utf-8", errors="replace")
 
 
