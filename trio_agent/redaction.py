@@ -113,10 +113,10 @@ class _Masks:
             self._forms = tuple(sorted(forms, key=lambda form: (-len(form), form)))
         return new
 
-    def redact(self, text: str) -> str:
+    def redact(self, text: str, mask: str = REDACTED) -> str:
         for form in self._forms:
             if form in text:
-                text = text.replace(form, REDACTED)
+                text = text.replace(form, mask)
         return text
 
 
@@ -124,15 +124,16 @@ class _Masks:
 _PROCESS = _Masks()
 
 
-def redact_text(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every value of ``secrets`` masked as a :class:`Redactor` masks it: the
-    value itself and, for values of 8 or more characters, its url-quoted, JSON-escaped and
-    base64 forms, longest first; empty, ``None`` and values under 4 characters are ignored.
+def redact_text(text: str, secrets: Iterable[str | None], *, mask: str = REDACTED) -> str:
+    """``text`` with every value of ``secrets`` replaced by ``mask`` as a :class:`Redactor`
+    masks it: the value itself and, for values of 8 or more characters, its url-quoted,
+    JSON-escaped and base64 forms, longest first; empty, ``None`` and values under 4
+    characters are ignored.
 
     Mask a text *before* cutting it: a cut secret (or a cut encoded form of one) is no longer
     recognisable, and a piece of it would be left in the text.
     """
-    return _Masks(secrets).redact(text)
+    return _Masks(secrets).redact(text, mask)
 
 
 def redact_known(text: str) -> str:

@@ -25,6 +25,7 @@ from trio_agent.llm import (
     Message,
     OpenAiAdapter,
 )
+from trio_agent.mcp._server import Redactor as McpRedactor
 from trio_agent.redaction import REDACTED, Redactor, redact_known, redact_text
 from trio_agent.runtime import open_runtime
 from trio_agent.testing import (
@@ -156,3 +157,13 @@ async def test_redact_known_remembers_what_any_redactor_learned() -> None:
     assert redact_known(f"{encoded} {urllib.parse.quote(late, safe='')}") == (
         f"{REDACTED} {REDACTED}"
     )
+
+
+def test_the_mcp_redactor_masks_every_form_before_its_callers_cut() -> None:
+    # MCP servers' stderr lines and log messages are masked with the servers' secrets (header
+    # and env values), then cut to 1000 / 2000 characters: an encoded form must go too.
+    redact = McpRedactor.of(frozenset({SPECIAL_KEY}))
+    for name, form in forms(SPECIAL_KEY).items():
+        masked = redact("." * 990 + form)[:1000]
+        assert not leaks(SPECIAL_KEY, masked), (name, masked)
+        assert "***" in masked, (name, masked)
