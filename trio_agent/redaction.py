@@ -24,7 +24,7 @@ import base64
 import json
 import logging
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -119,6 +119,25 @@ class _Masks:
                 text = text.replace(form, mask)
         return text
 
+    def redact_edges(self, text: str, *, start: bool, end: bool) -> str:
+        """Mask a piece (4 characters or more) of a form left at a cut edge of ``text``: a
+        prefix of one at its end, a suffix of one at its start."""
+        if end and (k := self._edge(text, lambda form, k: text.endswith(form[:k]))):
+            text = text[:-k] + REDACTED
+        if start and (k := self._edge(text, lambda form, k: text.startswith(form[-k:]))):
+            text = REDACTED + text[k:]
+        return text
+
+    def _edge(self, text: str, matches: Callable[[str, int], bool]) -> int:
+        """The length of the longest piece of any form at an edge of ``text``, or 0."""
+        best = 0
+        for form in self._forms:
+            for k in range(min(len(form), len(text)) - 1, max(best, _MIN_SECRET - 1), -1):
+                if matches(form, k):
+                    best = k
+                    break
+        return best
+
 
 #: Every secret any :class:`Redactor` in this process has learned (see :func:`redact_known`).
 _PROCESS = _Masks()
@@ -136,14 +155,20 @@ def redact_text(text: str, secrets: Iterable[str | None], *, mask: str = REDACTE
     return _Masks(secrets).redact(text, mask)
 
 
-def redact_known(text: str) -> str:
+def redact_known(text: str, *, cut_start: bool = False, cut_end: bool = False) -> str:
     """``text`` with every secret any :class:`Redactor` in this process has learned (since
     the process started, including redactors whose context has closed) masked in every form.
 
     For texts written where no redactor is at hand: the CLI's ``trio-agent: CODE: message``
     line (the harness, and with it the redactor, is closed by the time an error reaches it),
     or an adapter quoting the start of a server's event (it masks the whole event, then cuts).
+
+    Mask a text before cutting it when the whole text is at hand. When it is not (a capture
+    that kept only a window of a stream), say where the window was cut: ``cut_start`` /
+    ``cut_end`` also mask a piece of 4 or more characters of a secret's form left at that edge.
     """
+    if cut_start or cut_end:  # first: a shorter secret inside a cut form would break it up
+        text = _PROCESS.redact_edges(text, start=cut_start, end=cut_end)
     return _PROCESS.redact(text)
 
 

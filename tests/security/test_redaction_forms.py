@@ -167,3 +167,17 @@ def test_the_mcp_redactor_masks_every_form_before_its_callers_cut() -> None:
         masked = redact("." * 990 + form)[:1000]
         assert not leaks(SPECIAL_KEY, masked), (name, masked)
         assert "***" in masked, (name, masked)
+
+
+async def test_redact_known_masks_a_piece_left_at_a_cut_edge() -> None:
+    secret = "sk-edge-Lk4Jh7Gf1Ds9Ap"
+    quoted = urllib.parse.quote(secret + "+/=", safe="")
+    async with open_runtime() as ctx:
+        await ctx.plugin(Redactor, [secret, secret + "+/="])
+    # The longest piece at the edge wins (the url-quoted form, not the raw prefix inside it).
+    assert redact_known("out: " + quoted[:-4], cut_end=True) == f"out: {REDACTED}"
+    assert redact_known(secret[5:] + " tail", cut_start=True) == f"{REDACTED} tail"
+    # Not at a cut edge, or a piece under 4 characters: left as it is.
+    assert redact_known("out: " + secret[:10]) == "out: " + secret[:10]
+    assert redact_known("out: sk-", cut_end=True) == "out: sk-"
+    assert redact_known(secret[5:] + " tail", cut_end=True) == secret[5:] + " tail"
