@@ -420,7 +420,7 @@ PUBLIC: dict[str, Surface] = {
         },
     ),
     "trio_agent.redaction": Surface(
-        ["REDACTED", "RedactingFilter", "Redactor", "redact_text"],
+        ["REDACTED", "RedactingFilter", "Redactor", "redact_known", "redact_text"],
         final={"RedactingFilter", "Redactor"},
     ),
     "trio_agent.runtime": Surface(

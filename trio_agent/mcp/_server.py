@@ -35,6 +35,7 @@ from mcp.shared.message import SessionMessage
 from .. import __version__
 from ..ids import CallId
 from ..llm import ToolResult
+from ..redaction import redact_text
 from ..runtime import Disposer
 from ..tools import (
     TOOL_ERROR,
@@ -131,9 +132,8 @@ class Redactor:
         return cls(tuple(sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)))
 
     def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        # Every form (url-quoted, base64 ...): callers cut the result (stderr lines, logs).
+        return redact_text(text, self.secrets, mask="***")
 
 
 class _Problem(Exception):
