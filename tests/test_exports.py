@@ -199,6 +199,7 @@ PUBLIC: dict[str, Surface] = {
             "load_config",
             "mount_config",
             "mount_persistence",
+            "mount_redactor",
             "open_harness",
             "parse_config",
             "resolve_plugins",

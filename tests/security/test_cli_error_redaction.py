@@ -10,7 +10,10 @@ it, then fails with the key in its error in every form.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 import pytest
@@ -93,3 +96,26 @@ def test_the_debug_traceback_is_redacted(
     assert status == 1
     assert "Traceback (most recent call last)" in err
     assert "RuntimeError: a bug with [redacted]" in err
+
+
+async def test_sessions_masks_the_keys_the_config_reads(tmp_path: Path) -> None:
+    # `sessions` mounts only the persistence part of the harness: the redactor too.
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "trio-agent.yml").write_text(
+        "llm: {providers: [{name: o, type: openai, api_key_env: MY_TEST_KEY, "
+        'base_url: "http://127.0.0.1:9/v1", models: [m]}]}\n'
+        'persistence: {type: jsonl, path: "afile/${MY_TEST_KEY}"}\n'
+    )
+    env = {**os.environ, "MY_TEST_KEY": KEY}
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            [str(Path(sys.executable).parent / "trio-agent"), "sessions", "list"],
+            cwd=tmp_path,
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    err = result.stderr.decode()
+    assert result.returncode == 1 and "trio-agent: OS_ERROR: " in err, err
+    assert REDACTED in err and not leaks(KEY, err + result.stdout.decode())
