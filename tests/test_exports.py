@@ -199,6 +199,7 @@ PUBLIC: dict[str, Surface] = {
             "load_config",
             "mount_config",
             "mount_persistence",
+            "mount_redactor",
             "open_harness",
             "parse_config",
             "resolve_plugins",
@@ -420,7 +421,7 @@ PUBLIC: dict[str, Surface] = {
         },
     ),
     "trio_agent.redaction": Surface(
-        ["REDACTED", "RedactingFilter", "Redactor", "redact_text"],
+        ["REDACTED", "RedactingFilter", "Redactor", "redact_known", "redact_text"],
         final={"RedactingFilter", "Redactor"},
     ),
     "trio_agent.runtime": Surface(

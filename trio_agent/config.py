@@ -99,6 +99,7 @@ __all__ = [
     "load_config",
     "mount_config",
     "mount_persistence",
+    "mount_redactor",
     "open_harness",
     "parse_config",
     "resolve_plugins",
@@ -1102,7 +1103,7 @@ async def mount_config(
         config, plugins, tools = _checked(config, _protected(config, backend, protect_paths))
     except ConfigError as exc:
         raise ConfigError(_at(where, str(exc))) from exc.__cause__
-    await ctx.plugin(Redactor, _provider_keys(config.llm))
+    await mount_redactor(ctx, config)
     await _mount_llm(ctx, config.llm)
     await ctx.plugin(SessionStore)
     await ctx.plugin(UsageService)
@@ -1119,6 +1120,13 @@ async def mount_config(
     await ctx.plugin(AgentLoop, _loop_config(config))
     _warn_if_incomplete(ctx, plugins, fibers)
     return fibers
+
+
+async def mount_redactor(ctx: Context, config: HarnessConfig) -> None:
+    """Mount the :class:`~trio_agent.redaction.Redactor`, knowing the API keys the config's
+    providers read (``api_key_env``), before anything that could print or log one: a command
+    that mounts only part of the harness (``trio-agent sessions``) still masks them."""
+    await ctx.plugin(Redactor, _provider_keys(config.llm))
 
 
 def _provider_keys(llm: LlmConfig) -> tuple[str, ...]:

@@ -11,6 +11,11 @@ Streamed model deltas are not scanned (see docs/design.md, "#15 redaction and st
     redactor = ctx.require(Redactor)
     redactor.add(os.environ["MY_TOKEN"])
     safe = redactor.redact(text)
+
+Every value a redactor learns is also remembered for the whole process: :func:`redact_known`
+masks them where no context is at hand (the CLI's error line, written after the harness has
+closed; an adapter quoting the start of a bad event, which must mask before it cuts). The
+masking of every form of given values is :func:`redact_text`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import base64
 import json
 import logging
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -29,7 +34,7 @@ from .runtime import Context, Disposer, Service
 if TYPE_CHECKING:
     from .llm import LlmFailure, ToolResult
 
-__all__ = ["REDACTED", "RedactingFilter", "Redactor", "redact_text"]
+__all__ = ["REDACTED", "RedactingFilter", "Redactor", "redact_known", "redact_text"]
 
 #: What a secret value is replaced with.
 REDACTED = "[redacted]"
@@ -43,17 +48,21 @@ _MIN_ENCODED = 8
 
 def _encoded_forms(secret: str) -> frozenset[str]:
     """The forms a secret takes when a server or a serializer encodes it: url-quoted
-    (``%XX`` and ``+`` for spaces), JSON-escaped, and base64 (standard and url-safe alphabets)
+    (``%XX`` and ``+`` for spaces, ``/`` quoted or not), JSON-escaped (``/`` as ``\\/`` too;
+    an escaped form escaped once more as well), and base64 (standard and url-safe alphabets)
     at each of the three byte alignments it can have inside a longer encoded value (only the
     characters that depend on the secret alone, so ``base64("user:" + secret)`` is caught too).
     Empty for secrets under 8 characters; the secret itself is not included."""
     if len(secret) < _MIN_ENCODED:
         return frozenset()
     raw = secret.encode("utf-8")
+    escaped = json.dumps(secret)[1:-1]
     forms = {
         urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),  # "/" left as it is, the default of most encoders
         urllib.parse.quote_plus(secret, safe=""),
-        json.dumps(secret)[1:-1],
+        escaped,
+        escaped.replace("/", "\\/"),  # serializers that escape "/" too (PHP, some Java)
         json.dumps(secret, ensure_ascii=False)[1:-1],
     }
     for shift in range(3):
@@ -62,16 +71,105 @@ def _encoded_forms(secret: str) -> frozenset[str]:
         core = encoded[-(-8 * shift // 6) : 8 * (shift + len(raw)) // 6]
         forms.add(core)
         forms.add(core.replace("+", "-").replace("/", "_"))
+    # An escaped form escaped once more (a JSON text inside a JSON string, a repr of one).
+    forms.update([form.replace("\\", "\\\\") for form in forms if "\\" in form])
     forms.discard(secret)
     return frozenset(form for form in forms if len(form) >= _MIN_ENCODED)
 
 
-def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every value of ``secrets`` (longest first) replaced by :data:`REDACTED`."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
+@final
+class _Masks:
+    """Secret values and what is masked for them (each value and its encoded forms), kept
+    longest first so that a secret inside a longer one never leaves the longer one's rest."""
+
+    __slots__ = ("_forms", "_secrets")
+
+    def __init__(self, values: Iterable[str | None] = ()) -> None:
+        self._secrets: set[str] = set()
+        self._forms: tuple[str, ...] = ()
+        self.add(*values)
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return frozenset(self._secrets)
+
+    def add(self, *values: str | None) -> list[str]:
+        """Register the values worth masking; returns the new ones."""
+        new = [
+            value
+            for value in dict.fromkeys(values)
+            if value and len(value) >= _MIN_SECRET and value not in self._secrets
+        ]
+        if new:
+            forms = set(self._forms)
+            for value in new:
+                self._secrets.add(value)
+                forms.add(value)
+                forms.update(_encoded_forms(value))
+            # One assignment: a reader in another thread sees the old tuple or the new one.
+            self._forms = tuple(sorted(forms, key=lambda form: (-len(form), form)))
+        return new
+
+    def redact(self, text: str, mask: str = REDACTED) -> str:
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, mask)
+        return text
+
+    def redact_edges(self, text: str, *, start: bool, end: bool) -> str:
+        """Mask a piece (4 characters or more) of a form left at a cut edge of ``text``: a
+        prefix of one at its end, a suffix of one at its start."""
+        if end and (k := self._edge(text, lambda form, k: text.endswith(form[:k]))):
+            text = text[:-k] + REDACTED
+        if start and (k := self._edge(text, lambda form, k: text.startswith(form[-k:]))):
+            text = REDACTED + text[k:]
+        return text
+
+    def _edge(self, text: str, matches: Callable[[str, int], bool]) -> int:
+        """The length of the longest piece of any form at an edge of ``text``, or 0."""
+        best = 0
+        for form in self._forms:
+            for k in range(min(len(form), len(text)) - 1, max(best, _MIN_SECRET - 1), -1):
+                if matches(form, k):
+                    best = k
+                    break
+        return best
+
+
+#: Every secret any :class:`Redactor` in this process has learned (see :func:`redact_known`).
+_PROCESS = _Masks()
+
+
+def redact_text(text: str, secrets: Iterable[str | None], *, mask: str = REDACTED) -> str:
+    """``text`` with every value of ``secrets`` replaced by ``mask`` as a :class:`Redactor`
+    masks it: the value itself and, for values of 8 or more characters, its url-quoted,
+    JSON-escaped and base64 forms, longest first; empty, ``None`` and values under 4
+    characters are ignored.
+
+    Mask a text *before* cutting it: a cut secret (or a cut encoded form of one) is no longer
+    recognisable, and a piece of it would be left in the text.
+    """
+    return _Masks(secrets).redact(text, mask)
+
+
+def redact_known(text: str, *, cut_start: bool = False, cut_end: bool = False) -> str:
+    """``text`` with every secret any :class:`Redactor` in this process has learned (since
+    the process started, including redactors whose context has closed) masked in every form.
+
+    For texts written where no redactor is at hand: the CLI's ``trio-agent: CODE: message``
+    line (the harness, and with it the redactor, is closed by the time an error reaches it),
+    or an adapter quoting the start of a server's event (it masks the whole event, then cuts).
+
+    Mask a text before cutting it when the whole text is at hand. When it is not (a capture
+    that kept only a window of a stream), say where the window was cut: ``cut_start`` /
+    ``cut_end`` also mask a piece of 4 or more characters of a secret's form left at that edge.
+    """
+    if cut_start or cut_end:  # first: a shorter secret inside a cut form would break it up
+        text = _PROCESS.redact_edges(text, start=cut_start, end=cut_end)
+    return _PROCESS.redact(text)
 
 
 @final
@@ -85,7 +183,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         redactor = self._redactor
-        if not redactor.secrets:
+        if not redactor._masks:
             return True
         message = record.getMessage()
         clean = redactor.redact(message)
@@ -111,9 +209,8 @@ class Redactor(Service, name="redactor"):
 
     def __init__(self, ctx: Context, config: Iterable[str] | None = None) -> None:
         super().__init__(ctx, config)
-        self._secrets: set[str] = set()
         #: What is masked: the secrets and their encoded forms.
-        self._forms: set[str] = set()
+        self._masks = _Masks()
         self._filter = RedactingFilter(self)
         self._filtered: list[logging.Logger] = []
         self.add(*(config or ()))
@@ -140,27 +237,22 @@ class Redactor(Service, name="redactor"):
     @property
     def secrets(self) -> frozenset[str]:
         """The registered secret values (those of at least 4 characters)."""
-        return frozenset(self._secrets)
+        return self._masks.secrets
 
     def add(self, *values: str | None) -> None:
         """Register secret values; empty, ``None`` and very short values are ignored. A value
-        is masked in its encoded forms too (a server may echo the key base64-encoded)."""
-        for value in values:
-            if value and len(value) >= _MIN_SECRET and value not in self._secrets:
-                self._secrets.add(value)
-                self._forms.add(value)
-                self._forms.update(_encoded_forms(value))
+        is masked in its encoded forms too (a server may echo the key base64-encoded), and is
+        remembered for the process (:func:`redact_known`)."""
+        _PROCESS.add(*self._masks.add(*values))
 
     def redact(self, text: str) -> str:
         """``text`` with every registered secret (and encoded form of one) replaced by
         :data:`REDACTED`."""
-        if not self._secrets:
-            return text
-        return redact_text(text, self._forms)
+        return self._masks.redact(text)
 
     def redact_failure(self, failure: LlmFailure) -> LlmFailure:
         """``failure`` with every text field (message, request id, ...) redacted."""
-        if not self._secrets:
+        if not self._masks:
             return failure
         changes: dict[str, Any] = {
             field.name: self.redact(value)
@@ -171,7 +263,7 @@ class Redactor(Service, name="redactor"):
 
     def redact_result(self, result: ToolResult) -> ToolResult:
         """``result`` with the secrets masked in its text blocks (shell output included)."""
-        if not self._secrets:
+        if not self._masks:
             return result
         from .llm import TextBlock
 
@@ -185,7 +277,7 @@ class Redactor(Service, name="redactor"):
 
     def redact_value(self, value: Any) -> Any:
         """``value`` (a string, or JSON-like lists, tuples and dicts of them) redacted."""
-        if not self._secrets:
+        if not self._masks:
             return value
         if isinstance(value, str):
             return self.redact(value)

@@ -20,15 +20,26 @@ import os
 import subprocess
 import sys
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 import trio
+from key_forms import SPECIAL_KEY, forms, leaks
 
 from trio_agent.redaction import REDACTED, Redactor
 from trio_agent.runtime import open_runtime
-from trio_agent.testing import ECHO_MODES, echo_key_response, open_fake_openai_server
+from trio_agent.testing import (
+    ECHO_MODES,
+    FakeResponse,
+    RecordedRequest,
+    echo_key_response,
+    open_fake_openai_server,
+    sse_done,
+    sse_event,
+    sse_response,
+)
 
 CLI = Path(sys.executable).parent / "trio-agent"
 KEY = "sk-echo-7Hq2Zr9Xw4Lm0Pa3Ns8Kd1"
@@ -84,11 +95,11 @@ tools: {{builtin: []}}
     return text
 
 
-def _env(home: Path, plugins: Path) -> dict[str, str]:
+def _env(home: Path, plugins: Path, key: str = KEY) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(
         {
-            ENV: KEY,
+            ENV: key,
             "HOME": str(home),
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": os.pathsep.join(
@@ -99,14 +110,16 @@ def _env(home: Path, plugins: Path) -> dict[str, str]:
     return env
 
 
-async def _cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+async def _cli(
+    cwd: Path, env: dict[str, str], *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
     # run_process kills the child if this scope is cancelled (a failed guard included).
     with trio.fail_after(90):
         return await trio.run_process(
             [str(CLI), *args],
             cwd=cwd,
             env=env,
-            stdin=b"",
+            stdin=stdin,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -124,21 +137,36 @@ def _session_of(stderr: str) -> str:
 PIECE = 12
 
 
-def _leaks(where: str, text: str) -> list[str]:
+def _leaks(where: str, text: str, key: str = KEY) -> list[str]:
+    if key != KEY:  # every form, and any 12-character piece of one
+        return [f"{leak} in {where}" for leak in leaks(key, text)]
     found = [f"{name} form of the key in {where}" for name, form in FORMS.items() if form in text]
     pieces = {KEY[i : i + PIECE] for i in range(len(KEY) - PIECE + 1)}
     found += [f"the piece {piece!r} of the key in {where}" for piece in pieces if piece in text]
     return found
 
 
-def _file_leaks(top: Path) -> list[str]:
+def _file_leaks(top: Path, key: str = KEY) -> list[str]:
     """The leaks in every file under ``top`` (workspace, session store, HOME, the log file)."""
     files = [path for path in top.rglob("*") if path.is_file()]
     assert any(path.suffix == ".jsonl" for path in files), "no session file on disk"
-    leaks: list[str] = []
+    found: list[str] = []
     for path in files:
-        leaks += _leaks(str(path.relative_to(top)), path.read_text(errors="replace"))
-    return leaks
+        found += _leaks(str(path.relative_to(top)), path.read_text(errors="replace"), key)
+    return found
+
+
+def _output_leaks(
+    outputs: dict[str, subprocess.CompletedProcess[bytes]], key: str = KEY
+) -> list[str]:
+    """The leaks in every process's stdout and stderr (and no traceback in any)."""
+    found: list[str] = []
+    for name, done in outputs.items():
+        for stream, data in (("stdout", done.stdout), ("stderr", done.stderr)):
+            text = data.decode("utf-8", errors="replace")
+            assert "Traceback" not in text, f"{name} {stream}: {text}"
+            found += _leaks(f"{name} {stream}", text, key)
+    return found
 
 
 @pytest.mark.trio_timeout(300)  # seven CLI processes on a busy machine
@@ -187,14 +215,8 @@ async def test_the_echoed_key_is_found_nowhere(mode: str, tmp_path: Path) -> Non
     assert "turn/end" in outputs["sessions export --format jsonl"].stdout.decode()
     assert log_file.stat().st_size > 0, "the DEBUG log plugin wrote nothing"
 
-    leaks: list[str] = []
-    for name, done in outputs.items():
-        for stream, data in (("stdout", done.stdout), ("stderr", done.stderr)):
-            text = data.decode("utf-8", errors="replace")
-            assert "Traceback" not in text, f"{name} {stream}: {text}"
-            leaks += _leaks(f"{name} {stream}", text)
-    leaks += _file_leaks(tmp_path)
-    assert not leaks, "\n".join(leaks)
+    found = _output_leaks(outputs) + _file_leaks(tmp_path)
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("mode", ECHO_MODES)
@@ -256,3 +278,118 @@ async def test_the_redactor_masks_the_encoded_forms_of_a_secret() -> None:
         short = base64.b64encode(b"tiny-k7").decode()
         assert redactor.redact(f"tiny-k7 {short}") == f"{REDACTED} {short}"
         assert redactor.secrets == {secret, "tiny-k7"}
+
+
+@pytest.mark.trio_timeout(300)  # three CLI processes on a busy machine
+@pytest.mark.parametrize("key", [KEY, SPECIAL_KEY], ids=["key", "special-key"])
+@pytest.mark.parametrize("mode", ECHO_MODES)
+async def test_chat_on_piped_stdin_leaks_the_key_nowhere(
+    mode: str, key: str, tmp_path: Path
+) -> None:
+    """``trio-agent chat`` reading piped lines (no terminal: one turn per line) against the
+    echoing server, every log record at DEBUG on stderr and in a file; the special key has
+    ``+/=%`` in it, which every encoding changes."""
+    workspace, home, plugins = tmp_path / "ws", tmp_path / "home", tmp_path / "plugins"
+    for directory in (workspace, home, plugins):
+        directory.mkdir()
+    (plugins / "echo_debug_log.py").write_text(DEBUG_LOG_PLUGIN)
+    log_file = tmp_path / "debug.log"
+    env = _env(home, plugins, key)
+    outputs: dict[str, subprocess.CompletedProcess[bytes]] = {}
+    async with open_fake_openai_server([echo_key_response(mode)] * 20) as server:
+        (workspace / "debug.yml").write_text(_config(server.base_url, debug_log=log_file))
+        outputs["chat"] = await _cli(
+            workspace, env, "-c", "debug.yml", "chat", stdin=b"hi\nagain\n"
+        )
+    assert len(server.requests) >= 2, "the chat did not run a turn per line"
+    assert all(r.headers.get("authorization") == f"Bearer {key}" for r in server.requests)
+    chat = outputs["chat"]
+    err = chat.stderr.decode()
+    assert chat.returncode == 0, err
+    # Each line's turn failed, and the chat said so (redacted) before reading the next line.
+    failed = [line for line in err.splitlines() if line.startswith(f"{CODES[mode]}: ")]
+    assert len(failed) == 2, err
+    session = _session_of(err)
+    for args in (
+        ("sessions", "show", session),
+        ("sessions", "export", session, "--format", "jsonl"),
+    ):
+        done = await _cli(workspace, env, "-c", "debug.yml", *args)
+        assert done.returncode == 0, done.stderr.decode()
+        outputs[" ".join(args[:2])] = done
+    assert outputs["sessions export"].stdout.decode().count('"turn/end"') == 2
+    assert log_file.stat().st_size > 0, "the DEBUG log plugin wrote nothing"
+    found = _output_leaks(outputs, key) + _file_leaks(tmp_path, key)
+    assert not found, "\n".join(found)
+
+
+def _across_the_cut(form: str) -> Callable[[RecordedRequest], FakeResponse]:
+    """A malformed event with the special key's ``form`` across its 120th character (where
+    the adapter cuts its quote of the event); the request's key is checked, not assumed."""
+    event = "{" + "." * (120 - len(form) // 2) + form + " not json"
+
+    def respond(request: RecordedRequest) -> FakeResponse:
+        assert request.headers.get("authorization") == f"Bearer {SPECIAL_KEY}"
+        return sse_response(sse_event({"choices": []}), sse_event(event), sse_done())
+
+    return respond
+
+
+@pytest.mark.trio_timeout(200)
+@pytest.mark.parametrize("form", ["base64", "url-quoted", "basic-auth"])
+async def test_an_encoded_key_across_the_cut_leaks_no_piece_through_the_cli(
+    form: str, tmp_path: Path
+) -> None:
+    workspace, home, plugins = tmp_path / "ws", tmp_path / "home", tmp_path / "plugins"
+    for directory in (workspace, home, plugins):
+        directory.mkdir()
+    env = _env(home, plugins, SPECIAL_KEY)
+    outputs: dict[str, subprocess.CompletedProcess[bytes]] = {}
+    async with open_fake_openai_server([_across_the_cut(forms(SPECIAL_KEY)[form])] * 5) as server:
+        (workspace / "plain.yml").write_text(_config(server.base_url))
+        outputs["run --json"] = await _cli(workspace, env, "-c", "plain.yml", "run", "--json", "hi")
+    assert server.requests, "the CLI never reached the server"
+    done = outputs["run --json"]
+    assert done.returncode == 1, done.stderr.decode()
+    result = json.loads(done.stdout)
+    assert result["error"]["code"] == "MALFORMED_RESPONSE"
+    exported = await _cli(
+        workspace, env, "-c", "plain.yml", "sessions", "export", result["session_id"]
+    )
+    assert exported.returncode == 0, exported.stderr.decode()
+    outputs["sessions export"] = exported
+    found = _output_leaks(outputs, SPECIAL_KEY) + _file_leaks(tmp_path, SPECIAL_KEY)
+    assert not found, "\n".join(found)
+
+
+FAILING_PLUGIN = '''\
+"""A plugin that fails to load with the key (and its base64 form) in its error."""
+
+import base64
+import os
+
+
+def failing(ctx, config):
+    key = os.environ["TRIO_AGENT_ECHO_TEST_KEY"]
+    encoded = base64.b64encode(key.encode()).decode()
+    raise RuntimeError(f"cannot start with {key} (as {encoded})")
+'''
+
+
+@pytest.mark.parametrize("key", [KEY, SPECIAL_KEY], ids=["key", "special-key"])
+async def test_the_cli_error_line_is_redacted(key: str, tmp_path: Path) -> None:
+    """The CLI's one error path masks what the process loaded: a plugin's load error quoting
+    the key ends ``trio-agent: CONFIG: ...`` with the key masked in every form."""
+    workspace, home, plugins = tmp_path / "ws", tmp_path / "home", tmp_path / "plugins"
+    for directory in (workspace, home, plugins):
+        directory.mkdir()
+    (plugins / "failing_plugin.py").write_text(FAILING_PLUGIN)
+    (workspace / "failing.yml").write_text(
+        _config("http://127.0.0.1:9/v1") + 'plugins:\n  - {use: "failing_plugin:failing"}\n'
+    )
+    done = await _cli(workspace, _env(home, plugins, key), "-c", "failing.yml", "run", "hi")
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert "trio-agent: CONFIG: " in err and "cannot start with [redacted] (as [redacted]" in err
+    found = _output_leaks({"run": done}, key)
+    assert not found, "\n".join(found)

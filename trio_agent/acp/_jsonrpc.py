@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeAlias, final
 import attrs
 import trio
 
+from ..redaction import redact_known
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -429,5 +430,5 @@ def _internal(method: str, exc: Exception) -> RpcError:
     return RpcError(
         INTERNAL_ERROR,
         f"{method} failed: {type(exc).__name__}",
-        {"code": type(exc).__name__, "message": str(exc)[:500]},
+        {"code": type(exc).__name__, "message": redact_known(str(exc))[:500]},
     )

@@ -22,6 +22,7 @@ from ..persistence import (
     SessionPersistence,
     StoredSessionNotFoundError,
 )
+from ..redaction import redact_known
 from ..runtime import Context
 from ..tools.builtin import BuiltinToolsConfig
 from ._content import prompt_blocks
@@ -345,10 +346,11 @@ class AcpServer:
             except AgentExistsError as exc:
                 raise RpcError(INVALID_REQUEST, str(exc)) from None
             except PersistenceError as exc:
+                problem = redact_known(str(exc))
                 raise RpcError(
                     INTERNAL_ERROR,
-                    f"session {session_id} could not be opened: {exc}",
-                    {"code": type(exc).__name__, "message": str(exc)[:500]},
+                    f"session {session_id} could not be opened: {problem}",
+                    {"code": type(exc).__name__, "message": problem[:500]},
                 ) from None
             async with handle:
                 self._sessions[session_id] = session

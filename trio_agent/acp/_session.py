@@ -39,6 +39,7 @@ from ..llm import (
     ToolResult,
     Usage,
 )
+from ..redaction import redact_known
 from ..runtime import Next
 from ..session import (
     AssistantMessageEvent,
@@ -292,7 +293,7 @@ class AcpSession:
             self._update(_chunk("agent_thought_chunk", chunk.text))
 
     def _on_error(self, event: AgentFailed) -> None:
-        self._last_error = f"{type(event.error).__name__}: {event.error}"[:500]
+        self._last_error = redact_known(f"{type(event.error).__name__}: {event.error}")[:500]
 
     def _on_session_event(self, appended: SessionAppended) -> None:
         event: SessionEvent = appended.event

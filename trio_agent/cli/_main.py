@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
@@ -17,6 +18,7 @@ from ..errors import TrioAgentError
 from ..llm import LlmError
 from ..persistence import PersistenceError, SessionBusyError, StoredSessionNotFoundError
 from ..prompt import PromptVariableError
+from ..redaction import redact_known
 from ..runtime import PluginConfigError
 from ..session import SessionNotFoundError
 from ..tools.builtin import BuiltinToolsConfigError
@@ -248,11 +250,14 @@ def _classify(exc: BaseException) -> tuple[int, str, str, str | None] | None:
 
 
 def _report(err: TextIO, code: str, message: str, hint: str | None) -> None:
+    """The CLI's one error path: ``trio-agent: CODE: message`` (and ``hint: ...``) with every
+    secret the process loaded masked (an unexpected bug's or an OS error's text included)."""
+    message = redact_known(message)  # before the join: a secret may hold whitespace
     # One line: a message that spans lines (a config error listing problems) is joined.
     line = " ".join(message.split()) if "\n" in message else message
-    err.write(f"trio-agent: {code}: {line}\n")
+    err.write(f"trio-agent: {redact_known(code)}: {line}\n")
     if hint:
-        err.write(f"hint: {hint}\n")
+        err.write(f"hint: {redact_known(hint)}\n")
     err.flush()
 
 
@@ -282,7 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _report(err, code, message, hint)
             return status
         if os.environ.get("TRIO_AGENT_DEBUG"):
-            raise
+            # The traceback a developer asked for, with the secrets masked like any error text.
+            err.write(redact_known("".join(traceback.format_exception(exc))))
+            err.flush()
+            return 1
         leaf = leaves[0] if leaves else exc
         _report(
             err,

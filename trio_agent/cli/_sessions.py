@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from .. import _serde
-from ..config import mount_persistence
+from ..config import mount_persistence, mount_redactor
 from ..ids import validate_session_id
 from ..llm import message_text
 from ..persistence import SESSION_PERSISTENCE, jsonl_lines
@@ -53,6 +53,7 @@ async def sessions_command(args: argparse.Namespace, out: TextIO, err: TextIO) -
             f"persistence type {config.persistence.type!r} keeps no sessions to {args.action}",
         )
     async with open_runtime() as ctx:
+        await mount_redactor(ctx, config)
         await ctx.plugin(SessionStore)
         await mount_persistence(ctx, config.persistence)
         store = ctx.require(SESSION_PERSISTENCE)

@@ -19,6 +19,7 @@ import httpx
 import trio
 
 from ..ids import CallId
+from ..redaction import redact_known, redact_text
 from ..runtime import Context
 from ._models import ModelList, to_model_list
 from ._retry import RetryPolicy
@@ -63,6 +64,8 @@ _CLOSE_BUDGET = 5.0
 #: After ``[DONE]``, how long to wait for the end of the body so the connection can be reused.
 _DRAIN_BUDGET = 0.1
 _API_KEY = re.compile(r"[\x21-\x7e]+")
+#: How much of a malformed event its failure message quotes (masked before the cut).
+_QUOTED_EVENT_CHARS = 120
 
 _CONTEXT_OVERFLOW = re.compile(
     r"context_length_exceeded|maximum context length|context length exceeded"
@@ -287,12 +290,14 @@ class _Malformed(Exception):
         self.data = data
 
     def describe(self, key: str | None) -> str:
-        """The message, quoting the event's start with the API key masked first: a hostile
-        server can place the key across the cut, and a cut key is no longer redactable."""
+        """The message, quoting the event's start with the secrets masked first - the API key
+        and every secret the process's redactors know, each in every form (url-quoted,
+        base64 ...): a hostile server can place one across the cut, and a cut secret is no
+        longer redactable."""
         if self.data is None:
             return self.what
-        data = self.data.replace(key, "[redacted]") if key else self.data
-        return f"{self.what}: {data[:120]!r}"
+        data = redact_known(redact_text(self.data, (key,)))
+        return f"{self.what}: {data[:_QUOTED_EVENT_CHARS]!r}"
 
 
 @final
@@ -684,9 +689,9 @@ class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
         self._decoder = _Decoder()
 
     def _fail(self, failure: LlmFailure) -> None:
-        key = self._key
-        if key and key in failure.message:
-            failure = attrs.evolve(failure, message=failure.message.replace(key, "[redacted]"))
+        message = redact_text(failure.message, (self._key,))
+        if message != failure.message:
+            failure = attrs.evolve(failure, message=message)
         self._pending.append(Finish("error", failure))
         self._ended = True
 

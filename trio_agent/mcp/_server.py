@@ -35,6 +35,7 @@ from mcp.shared.message import SessionMessage
 from .. import __version__
 from ..ids import CallId
 from ..llm import ToolResult
+from ..redaction import redact_known, redact_text
 from ..runtime import Disposer
 from ..tools import (
     TOOL_ERROR,
@@ -131,9 +132,8 @@ class Redactor:
         return cls(tuple(sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)))
 
     def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        # Every form (url-quoted, base64 ...): callers cut the result (stderr lines, logs).
+        return redact_text(text, self.secrets, mask="***")
 
 
 class _Problem(Exception):
@@ -399,20 +399,26 @@ class ServerConnection:
 
     async def _read_stderr(self, stream: trio.lowlevel.FdStream, eof: trio.Event) -> None:
         pending = b""
+        cut = False  # whether ``pending`` lost its start (an overlong line keeps its tail)
         try:
             async with stream:
                 while chunk := await stream.receive_some(65536):
                     *lines, pending = (pending + chunk).split(b"\n")
-                    pending = pending[-_STDERR_LINE_CHARS:]
                     for line in lines:
-                        self._stderr_line(line)
+                        self._stderr_line(line, cut_start=cut)
+                        cut = False
+                    if len(pending) > _STDERR_LINE_CHARS:
+                        pending, cut = pending[-_STDERR_LINE_CHARS:], True
         finally:
             if pending:
-                self._stderr_line(pending)
+                self._stderr_line(pending, cut_start=cut)
             eof.set()
 
-    def _stderr_line(self, raw: bytes) -> None:
-        text = self.redact(raw.decode("utf-8", "replace").rstrip())[:_STDERR_LINE_CHARS]
+    def _stderr_line(self, raw: bytes, *, cut_start: bool = False) -> None:
+        text = self.redact(raw.decode("utf-8", "replace").rstrip())
+        if cut_start:  # a secret cut at the start is no longer whole: mask what is left of it
+            text = redact_known(text, cut_start=True)
+        text = text[:_STDERR_LINE_CHARS]
         if text:
             self._stderr.append(text)
             logger.debug("MCP server %r stderr: %s", self.name, text)

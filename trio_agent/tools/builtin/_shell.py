@@ -42,6 +42,7 @@ from typing import Literal
 import attrs
 import trio
 
+from ...redaction import redact_known
 from ._errors import BuiltinToolError, BuiltinToolsConfigError, ShellPolicyError
 from ._git import git_argv, is_git
 from ._workspace import Workspace
@@ -273,6 +274,8 @@ class _Capture:
         tail = self.tail.decode("utf-8", "replace")
         if omitted <= 0:
             return head + tail
+        # A known secret across either cut would leave a piece no later redaction recognises.
+        head, tail = redact_known(head, cut_end=True), redact_known(tail, cut_start=True)
         return (
             f"{head}\n[... {omitted} bytes of output omitted: it had {self.total} bytes and the "
             f"cap is {self.limit}; showing the first and last {self.limit // 2}. Redirect the "
