@@ -236,7 +236,7 @@ class _Chat:
         if not text:
             if self.busy:  # Enter on an empty line while a turn runs: say what is going on
                 if self.interactive:
-                    self.printer.line_open = False
+                    self.printer.line_ended()
                 self.printer.end_line()
                 self.printer.note(_BUSY)
             return True
@@ -247,7 +247,7 @@ class _Chat:
             text = text[1:]
         if self.busy:
             if self.interactive:  # the terminal's echo of the line ended the streamed one
-                self.printer.line_open = False
+                self.printer.line_ended()
             else:
                 self.printer.end_line()
             self.agent.steer(text)

@@ -55,6 +55,11 @@ class Printer:
             self.out.flush()
             self.line_open = not event.chunk.text.endswith("\n")
 
+    def line_ended(self) -> None:
+        """Something else ended the streamed line (a terminal echoes the line typed into it),
+        so :meth:`end_line` has nothing to end."""
+        self.line_open = False
+
     def end_line(self) -> None:
         if self.line_open:
             self.out.write("\n")
