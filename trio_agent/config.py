@@ -1129,10 +1129,27 @@ async def mount_redactor(ctx: Context, config: HarnessConfig) -> None:
     await ctx.plugin(Redactor, _provider_keys(config.llm))
 
 
+#: Header names whose values are credentials (``Authorization``, Azure's ``api-key``, ...).
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|cookie|session", re.IGNORECASE)
+
+
 def _provider_keys(llm: LlmConfig) -> tuple[str, ...]:
-    """The API key values the providers' ``api_key_env`` variables hold (secrets to redact)."""
-    names = (getattr(provider, "api_key_env", None) for provider in llm.providers)
-    return tuple(value for name in names if name and (value := os.environ.get(name)))
+    """The secrets the providers' config holds: the values of their ``api_key_env``
+    variables, and the values of ``headers`` whose names say they are credentials (with and
+    without an auth scheme such as ``Bearer``)."""
+    keys: list[str] = []
+    for provider in llm.providers:
+        name = getattr(provider, "api_key_env", None)
+        if name and (value := os.environ.get(name)):
+            keys.append(value)
+        headers: Mapping[str, str] = getattr(provider, "headers", None) or {}
+        for header, value in headers.items():
+            if _SECRET_HEADER.search(header) and value:
+                keys.append(value)
+                scheme, _, credential = value.partition(" ")
+                if credential and scheme.isalpha():
+                    keys.append(credential.strip())
+    return tuple(keys)
 
 
 #: Services whose ``secrets()`` the redactor learns at mount (a DSN's password, MCP headers

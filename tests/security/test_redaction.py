@@ -125,3 +125,20 @@ async def test_log_records_of_the_library_are_redacted(caplog: pytest.LogCapture
                 logger.exception("failed")
     assert KEY not in caplog.text
     assert REDACTED in caplog.text
+
+
+async def test_credential_headers_of_a_provider_are_secrets() -> None:
+    config = parse_config(
+        """
+llm:
+  providers:
+    - {name: azure, type: openai, base_url: "http://127.0.0.1:9/v1", models: [m],
+       headers: {api-key: azure-key-0123456789, Authorization: "Bearer tok-0123456789",
+                 X-Trace-Tag: visible-value}}
+tools: {builtin: []}
+"""
+    )
+    async with open_harness(config) as ctx:
+        secrets = ctx.require(Redactor).secrets
+    assert {"azure-key-0123456789", "Bearer tok-0123456789", "tok-0123456789"} <= secrets
+    assert "visible-value" not in secrets
