@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -19,7 +20,18 @@ from trio_agent.compaction import Compaction, CompactionError
 from trio_agent.runtime import Context
 from trio_agent.session import CompactionSummary
 from trio_agent.testing import TestHarness, open_test_harness, text
-from trio_agent.testing.stress import AgentStateMachine, PluginSpec, scenario
+from trio_agent.testing.stress import (
+    AgentStateMachine,
+    Close,
+    Op,
+    PluginSpec,
+    Send,
+    Settle,
+    WaitIdle,
+    World,
+    replay,
+    scenario,
+)
 from trio_agent.usage import UsageService
 
 #: The harness's scripted model writes the summaries (also before any request of the agent).
@@ -110,3 +122,33 @@ def test_compaction_state_machine(stress: Any) -> None:
 @pytest.mark.slow
 def test_compaction_state_machine_long(stress: Any) -> None:
     stress.run_machine(CompactionMachine, max_examples=100, steps=30)
+
+
+@attrs.frozen(repr=False)
+class ExpectDisposed(Op):
+    """Fails unless the agent is disposed (the ``Close`` before it finished)."""
+
+    async def apply(self, world: World) -> None:
+        assert world.agent is not None and world.agent.status == "disposed", world.agent
+
+
+def test_close_after_an_idle_moment_finishes() -> None:
+    # Found by the long machine: the clock driver was woken at the same idle moment as the
+    # operation before Close, ran after Close had rescheduled the agent's task, and jumped the
+    # clock over it (600 virtual seconds, Close timed out with the agent still idle). The kit now
+    # checks that no task is runnable before it moves the clock.
+    replay(
+        CompactionMachine,
+        seed=0,
+        ops=[
+            Settle(),
+            WaitIdle(600.0),
+            Send("send-1", slack=1),
+            Send("send-2", slack=20),
+            Settle(),
+            WaitIdle(600.0),
+            Settle(),
+            Close(),
+            ExpectDisposed(),
+        ],
+    )

@@ -215,7 +215,7 @@ class World:
         and real I/O are done (their results come in real time; a jump past them would fake a
         timeout)."""
         await trio.testing.wait_all_tasks_blocked()
-        while not await self._outside_settled():
+        while _tasks_runnable() or not await self._outside_settled():
             await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
         self.clock.jump(seconds)
 
@@ -242,7 +242,7 @@ class World:
                 # That wake-up may be stale (an idle moment from before the world was frozen
                 # and thawed, or a task woken in the same batch): confirm it before jumping.
                 await trio.testing.wait_all_tasks_blocked()
-            if not self._autojump:
+            if not self._autojump or _tasks_runnable():
                 continue
             if not await self._outside_settled():
                 await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
@@ -252,6 +252,13 @@ class World:
                 self.clock.jump(jump)
             elif jump == math.inf:
                 await trio.testing.wait_all_tasks_blocked(_REAL_PAUSE)
+
+
+def _tasks_runnable() -> bool:
+    """Whether a task waits to run. Every idle waiter is woken at the same idle moment, so a
+    wake-up of the clock driver can be stale: the task woken with it (an operation that just
+    ended) may have run and rescheduled others before the driver runs."""
+    return trio.lowlevel.current_statistics().tasks_runnable > 0
 
 
 def _threads_busy() -> bool:
