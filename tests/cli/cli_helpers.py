@@ -10,6 +10,11 @@ from typing import IO, Any
 
 import trio
 
+from trio_agent.testing import RecordedRequest
+
+#: Text a sub-agent's system prompt always has (its ``subagent`` section).
+CHILD_MARK = "You are a sub-agent"
+
 #: The console script of the venv the tests run in.
 CLI = Path(sys.executable).parent / "trio-agent"
 
@@ -37,3 +42,22 @@ async def run_cli(
             check=False,
             **output,
         )
+
+
+def request_messages(request: RecordedRequest) -> list[dict[str, Any]]:
+    """The chat messages of a recorded ``/chat/completions`` request."""
+    messages: list[dict[str, Any]] = request.json["messages"]
+    return messages
+
+
+def is_child_request(request: RecordedRequest) -> bool:
+    """Whether a sub-agent made the request (its system prompt has :data:`CHILD_MARK`)."""
+    return any(
+        m["role"] == "system" and CHILD_MARK in str(m["content"]) for m in request_messages(request)
+    )
+
+
+def last_user_text(request: RecordedRequest) -> str:
+    """The text of the request's last user message (a child's task)."""
+    users = [m for m in request_messages(request) if m["role"] == "user"]
+    return str(users[-1]["content"])

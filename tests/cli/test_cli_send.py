@@ -4,33 +4,12 @@ PostgreSQL: tests/postgres/test_postgres_send.py.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import trio
+from cli_helpers import run_cli
 
 import trio_agent.cli as cli
-
-CLI = Path(sys.executable).parent / "trio-agent"
-
-
-async def trio_agent(
-    cwd: Path, *args: str, stdin: bytes = b""
-) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    with trio.fail_after(60):
-        return await trio.run_process(
-            [str(CLI), *args],
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
 
 
 @pytest.mark.parametrize(
@@ -40,7 +19,7 @@ async def trio_agent(
 async def test_send_needs_a_shared_backend(persistence: str | None, tmp_path: Path) -> None:
     if persistence is not None:
         (tmp_path / "trio-agent.yml").write_text(f"persistence: {persistence}\n")
-    result = await trio_agent(tmp_path, "send", "some-session", "hello")
+    result = await run_cli(tmp_path, "send", "some-session", "hello")
     err = result.stderr.decode()
     assert result.returncode == 2, err
     kind = "jsonl" if persistence is None else persistence.split()[1].rstrip(",}")
@@ -81,7 +60,7 @@ def test_send_refuses_bad_arguments_before_the_config(
 
 
 async def test_send_reads_an_empty_stdin_as_an_empty_prompt(tmp_path: Path) -> None:
-    result = await trio_agent(tmp_path, "send", "s", "-", stdin=b"\n  \n")
+    result = await run_cli(tmp_path, "send", "s", "-", stdin=b"\n  \n")
     assert result.returncode == 2
     assert result.stderr.decode().startswith("trio-agent: USAGE: the prompt is empty\n")
 

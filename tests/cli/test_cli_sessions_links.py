@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import is_child_request, last_user_text, request_messages, run_cli
 
 from trio_agent.cli._approval import asker
 from trio_agent.cli._output import escape_controls
@@ -32,9 +32,6 @@ from trio_agent.testing import (
     sse_usage,
 )
 from trio_agent.tools import ApprovalRequest
-
-#: Text the child's system prompt always has (its ``subagent`` section).
-CHILD_MARK = "You are a sub-agent"
 
 #: What a terminal would obey: ESC, BEL, a C1 CSI, a bidi override, a carriage return.
 RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
@@ -65,29 +62,14 @@ def _tool_calls(*calls: tuple[str, str]) -> FakeResponse:
     return sse_response(*pieces, sse_finish("tool_calls"), sse_usage(10, 5), sse_done())
 
 
-def _messages(request: RecordedRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = request.json["messages"]
-    return messages
-
-
-def _is_child(request: RecordedRequest) -> bool:
-    return any(
-        m["role"] == "system" and CHILD_MARK in str(m["content"]) for m in _messages(request)
-    )
-
-
-def _task(request: RecordedRequest) -> str:
-    return str([m for m in _messages(request) if m["role"] == "user"][-1]["content"])
-
-
 def _delegating(*tasks: str) -> Any:
     """The parent delegates ``tasks`` in parallel (first turn only) and then answers; each
     child answers ``done: TASK``."""
 
     def answer(request: RecordedRequest) -> FakeResponse:
-        if _is_child(request):
-            return sse_reply(f"done: {_task(request)}")
-        last = _messages(request)[-1]
+        if is_child_request(request):
+            return sse_reply(f"done: {last_user_text(request)}")
+        last = request_messages(request)[-1]
         if last["role"] == "tool":
             return sse_reply("All done.")
         if last["content"] == "again":
@@ -198,7 +180,7 @@ async def test_resuming_a_parent_resumes_none_of_its_children(tmp_path: Path) ->
     assert resumed.stdout.decode() == "Nothing to delegate this time.\n"
     # One model call, the parent's: the child was not resumed, started or asked anything.
     assert len(requests) == 1
-    assert not _is_child(requests[0])
+    assert not is_child_request(requests[0])
     assert "↳" not in err
     assert _stored(tmp_path, child).read_bytes() == child_log
     again = json.loads(await _ok(tmp_path, "sessions", "list", "--json"))
@@ -217,7 +199,7 @@ async def test_a_hostile_stored_session_is_shown_escaped(tmp_path: Path) -> None
     arguments = '{"path": "a\x1b[31m\x07\nb"}'
 
     def answer(request: RecordedRequest) -> FakeResponse:
-        if _messages(request)[-1]["role"] == "tool":
+        if request_messages(request)[-1]["role"] == "tool":
             return sse_reply(answer_text)
         return _tool_calls(("no_such\x1b[2Jtool", arguments))
 
@@ -270,8 +252,8 @@ QUESTION = "allow? [y]es once / [n]o / [a]lways for this tool in this session: "
 
 def _answer(request: RecordedRequest) -> FakeResponse:
     """The parent delegates once; the child writes a file, then reports."""
-    last = _messages(request)[-1]
-    if _is_child(request):
+    last = request_messages(request)[-1]
+    if is_child_request(request):
         if last["role"] == "tool":
             return sse_reply(f"child saw: {last['content']}")
         return _tool_calls(("write_file", json.dumps({"path": "out.txt", "content": "hi"})))

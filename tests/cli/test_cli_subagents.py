@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import is_child_request, last_user_text, request_messages, run_cli
 
 from trio_agent.cli._output import clean
 from trio_agent.testing import (
@@ -26,9 +26,6 @@ from trio_agent.testing import (
     sse_tool_call,
     sse_usage,
 )
-
-#: Text the child's system prompt always has (its ``subagent`` section).
-CHILD_MARK = "You are a sub-agent"
 
 
 def _config(workspace: Path, base_url: str) -> None:
@@ -56,31 +53,15 @@ def _tool_calls(*calls: tuple[str, dict[str, Any]], first: int = 0) -> FakeRespo
     return sse_response(*pieces, sse_finish("tool_calls"), sse_usage(10, 5), sse_done())
 
 
-def _messages(request: RecordedRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = request.json["messages"]
-    return messages
-
-
-def _is_child(request: RecordedRequest) -> bool:
-    return any(
-        m["role"] == "system" and CHILD_MARK in str(m["content"]) for m in _messages(request)
-    )
-
-
-def _task(request: RecordedRequest) -> str:
-    users = [m for m in _messages(request) if m["role"] == "user"]
-    return str(users[-1]["content"])
-
-
 def _model(*tasks: str, child: Any, final: str = "All done.") -> Any:
     """The fake server's script: the parent delegates ``tasks``, each child answers
     ``child(task)``, then the parent answers ``final``."""
 
     def answer(request: RecordedRequest) -> FakeResponse:
-        if _is_child(request):
-            reply: FakeResponse = child(_task(request))
+        if is_child_request(request):
+            reply: FakeResponse = child(last_user_text(request))
             return reply
-        if _messages(request)[-1]["role"] == "tool":
+        if request_messages(request)[-1]["role"] == "tool":
             return sse_reply(final)
         return _calls(*tasks)
 
@@ -197,9 +178,9 @@ async def test_a_hostile_task_and_answer_are_printed_escaped(tmp_path: Path) -> 
 
 async def test_a_background_child_says_so_and_ends_under_the_wait(tmp_path: Path) -> None:
     def answer(request: RecordedRequest) -> FakeResponse:
-        if _is_child(request):
+        if is_child_request(request):
             return sse_reply("background answer")
-        done = sum(1 for m in _messages(request) if m["role"] == "tool")
+        done = sum(1 for m in request_messages(request) if m["role"] == "tool")
         if done == 0:
             return _tool_calls(("subagent", {"task": "work quietly", "background": True}))
         if done == 1:
