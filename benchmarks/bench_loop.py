@@ -33,6 +33,7 @@ import trio
 import trio.testing
 
 from benchmarks._harness import Metric, print_table
+from trio_agent.agent import AgentOptions
 from trio_agent.ids import CallId
 from trio_agent.llm import (
     BlockAssembler,
@@ -70,7 +71,8 @@ def _script(steps: int) -> list[Any]:
 
 async def _harness_steps(steps: int) -> float:
     async with open_test_harness(_script(steps), tools=[noop]) as h:
-        agent = h.agent()
+        # The default step budget (50) would end a longer turn early.
+        agent = h.agent(options=AgentOptions(max_steps=None))
         start = time.perf_counter()
         agent.send("go")
         await agent.wait_idle()

@@ -56,12 +56,24 @@ class Durability:
         if self._durable >= target:
             await trio.lowlevel.checkpoint()
             return
-        async with self._lock:
-            if self._durable >= target:  # the flush this one waited for covered it
-                return
-            end = len(self._session.events)
-            await self._sessions.flush(self._session)
-            self._durable = max(self._durable, end)
+        if self._lock.locked():
+            async with self._lock:
+                if self._durable >= target:  # the flush this one waited for covered it
+                    return
+                await self._flush_locked()
+            return
+        # Uncontended: take the lock without its extra schedule point (#17); the store's flush
+        # is the checkpoint.
+        self._lock.acquire_nowait()
+        try:
+            await self._flush_locked()
+        finally:
+            self._lock.release()
+
+    async def _flush_locked(self) -> None:
+        end = len(self._session.events)
+        await self._sessions.flush(self._session)
+        self._durable = max(self._durable, end)
 
     @property
     def write_ahead(self) -> Callable[[], Awaitable[None]] | None:

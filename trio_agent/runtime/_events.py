@@ -192,6 +192,8 @@ class EventBus:
     async def parallel(self, name: str, payload: Any, chain: tuple[Hashable, ...]) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
         hooks = self.listeners(name, chain)
+        if not hooks:  # like serial and waterfall: a cancel point, no nursery to open (#17)
+            return
         errors: list[Exception] = []
 
         async def run(hook: Hook) -> None:
