@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 from trio_agent.agent import AgentOptions
@@ -203,6 +206,27 @@ async def test_the_window_comes_from_the_provider_config() -> None:
         estimate = usage.estimate(plain)  # scripted/scripted-model: no window configured
         assert estimate.context_window is None and estimate.fraction is None
         assert ContextEstimate(600, 600, 0, 1_000).fraction == 0.6
+        assert usage.fraction(plain) is None
+        sized = h.agent("c", AgentOptions(provider="other", model="big"))
+        sized.inject("x" * 400)
+        fraction = usage.fraction(sized)
+        assert fraction is not None and fraction > 0
+        assert fraction == usage.estimate(sized).fraction
+
+
+async def test_the_service_does_not_keep_sessions_alive() -> None:
+    async with open_test_harness(_script(), tools=[echo]) as h:
+        await h.ctx.plugin(UsageService)
+        usage = h.ctx.require(UsageService)
+        store = h.ctx.require(SessionStore)
+        session = store.create("gone")
+        usage.estimate(session)
+        usage.of(session)
+        gone = weakref.ref(session)
+        store.detach(session)
+        del session
+        gc.collect()
+        assert gone() is None
 
 
 def test_the_estimator() -> None:

@@ -140,7 +140,7 @@ class Compaction(Service, name="compaction"):
     # --- triggers ---------------------------------------------------------------------------
 
     async def _on_pre_step(self, event: PreStep) -> None:
-        fraction = self._usage.estimate(event.agent).fraction
+        fraction = self._usage.fraction(event.agent)
         if fraction is None or fraction < self.settings.threshold:
             return
         try:

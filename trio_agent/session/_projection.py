@@ -192,7 +192,16 @@ class Projection:
 
     def index_after(self, seq: int) -> int:
         """How many history messages stand for events at or before ``seq``."""
-        return bisect.bisect_right(self._first, seq)
+        first = self._first
+        # The usual question is about the last few messages (usage: "what came after the
+        # latest answer"): look back a few before bisecting a list as long as the history.
+        index = len(first)
+        stop = max(index - 4, 0)
+        while index > stop:
+            if first[index - 1] <= seq:
+                return index
+            index -= 1
+        return bisect.bisect_right(first, seq, 0, index)
 
     def feed(self, event: SessionEvent) -> None:
         """Fold ``event`` in.

@@ -50,7 +50,11 @@ def _chars(blocks: Iterable[ContentBlock]) -> tuple[int, int]:
     """(characters, images) in ``blocks``."""
     chars = images = 0
     for block in blocks:
-        if isinstance(block, TextBlock) or isinstance(block, ReasoningBlock):  # noqa: SIM101
+        kind = type(block)
+        # exact classes first: a failed isinstance walks the MRO, and this runs every step
+        if kind is TextBlock or kind is ReasoningBlock:
+            chars += len(block.text)  # type: ignore[union-attr]
+        elif isinstance(block, TextBlock) or isinstance(block, ReasoningBlock):  # noqa: SIM101
             chars += len(block.text)
         elif isinstance(block, ToolResultBlock):
             inner, inner_images = _chars(block.content)

@@ -114,7 +114,6 @@ class _Tracker:
         "prunes",
         "seed",
         "seen",
-        "session",
         "since_length",
         "since_seq",
         "since_tokens",
@@ -122,8 +121,9 @@ class _Tracker:
         "tally",
     )
 
+    # It holds no reference to its session: the service maps sessions to trackers weakly, and
+    # a tracker that held its key would keep every session it ever saw alive.
     def __init__(self, session: Session) -> None:
-        self.session = session
         self.tally = _Tally()
         self.seed = session.header.seed_length or 0
         # Live views: following them costs nothing per event of another type.
@@ -178,10 +178,9 @@ class _Tracker:
                 break
         self.seen = count
 
-    def estimate(self) -> tuple[int, int]:
-        """(reported, estimated) tokens of the next request."""
+    def estimate(self, session: Session) -> tuple[int, int]:
+        """(reported, estimated) tokens of ``session`` 's next request (this tracker's)."""
         self.latest_report()
-        session = self.session
         history = session.derive_messages()
         summaries, prunes = self.summaries, self.prunes
         last_seq = self.last_seq
@@ -248,11 +247,18 @@ class UsageService(Service, name="usage"):
         super().__init__(ctx, config)
         self._llm = ctx.require(LlmService)
         self._trackers: weakref.WeakKeyDictionary[Session, _Tracker] = weakref.WeakKeyDictionary()
+        # The last session asked about (weakly) and its tracker: an agent asks every step,
+        # and a weak dictionary lookup builds a weak reference each time.
+        self._last: tuple[weakref.ref[Session], _Tracker] | None = None
 
     def _tracker(self, session: Session) -> _Tracker:
+        last = self._last
+        if last is not None and last[0]() is session:
+            return last[1]
         tracker = self._trackers.get(session)
         if tracker is None:
             tracker = self._trackers[session] = _Tracker(session)
+        self._last = (weakref.ref(session), tracker)
         return tracker
 
     def of(
@@ -293,9 +299,22 @@ class UsageService(Service, name="usage"):
         O(messages since the last report) per call.
         """
         session = _session_of(target)
-        reported, estimated = self._tracker(session).estimate()
+        reported, estimated = self._tracker(session).estimate(session)
         window = self._window(session, target, config)
         return ContextEstimate(reported + estimated, reported, estimated, window)
+
+    def fraction(
+        self, target: Agent | Session, *, config: LlmCallConfig | None = None
+    ) -> float | None:
+        """``estimate(target, config=config).fraction`` without building the estimate: the
+        share of the model's window ``target`` 's next request would fill, ``None`` when the
+        window is unknown (then nothing is estimated). What a gate asking every step calls."""
+        session = _session_of(target)
+        window = self._window(session, target, config)
+        if window is None:
+            return None
+        reported, estimated = self._tracker(session).estimate(session)
+        return (reported + estimated) / window
 
     def window_for(
         self, target: Agent | Session, config: LlmCallConfig | None = None
