@@ -1,5 +1,5 @@
-"""#23: chat's slash commands (/model, /new, /sessions, /cancel), the resume recap and the line
-history, with piped input (one turn per line) to the real ``trio-agent`` command."""
+"""#23: chat's slash commands (/model, /new, /sessions, /cancel, /compact), the resume recap and
+the line history, with piped input (one turn per line) to the real ``trio-agent`` command."""
 
 from __future__ import annotations
 
@@ -148,3 +148,28 @@ def test_history_path_honours_xdg_state_home(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", "/home/someone")
     assert history_path() == Path("/home/someone/.local/state/trio-agent/history")
+
+
+def test_compact_compacts_the_older_turns_now(workspace: Path) -> None:
+    (workspace / "trio-agent.yml").write_text("compaction: {keep_turns: 1}\n")
+    (workspace / "big.txt").write_text("a line worth pruning\n" * 50)
+    result = _chat(
+        workspace,
+        "/compact\nread big.txt\nread notes.txt\n/compact sideways\n/compact prune\n"
+        "/compact prune\n",
+    )
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "/compact: nothing to compact (the latest 1 closed turn(s) are kept" in err
+    assert "/compact: the strategy is summary or prune" in err
+    assert "compacted (prune): events 0-" in err
+    (session,) = _session_ids(err)
+    types = [e["type"] for e in _events(workspace, session)]
+    assert types.count("compaction/prune") == 1  # the second one found nothing new to cover
+    assert err.count("/compact: nothing to compact") == 2
+
+
+def test_compact_without_compaction_configured(workspace: Path) -> None:
+    result = _chat(workspace, "/compact\n")
+    assert result.returncode == 0, result.stderr
+    assert "/compact: compaction is not configured" in result.stderr

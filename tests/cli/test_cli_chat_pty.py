@@ -1,6 +1,7 @@
 """#23: chat on a real terminal (pexpect drives a pty): the state prompt, steering on its own
 line, Ctrl-C mid-turn, Ctrl-C and SIGTERM at the idle prompt (the terminal restored), Ctrl-D,
-/help, a failed turn's reason, the resume recap, and the line history across two runs."""
+/help, Ctrl-C during /compact, a failed turn's reason, the resume recap, and the line history
+across two runs."""
 
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ def test_ctrl_d_at_the_prompt_help_and_completion(workspace: Path) -> None:
         child.send("/he")
         child.expect_exact("/he")  # readline echoes what is typed
         child.send("lp\r")
-        for command in ("/cancel", "/new", "/model", "/sessions", "/exit"):
+        for command in ("/cancel", "/new", "/model", "/sessions", "/compact", "/exit"):
             child.expect_exact(command)
         _prompt(child)
         child.sendline("/nope")
@@ -282,3 +283,36 @@ def test_a_ctrl_d_typed_before_the_prompt_is_not_lost(workspace: Path) -> None:
         child.expect_exact("resume with: trio-agent chat --resume ")
         _finish(child)
     assert child.exitstatus == 0
+
+
+def test_ctrl_c_cancels_a_compaction_not_the_chat(workspace: Path) -> None:
+    # The summarising provider's server accepts connections and never answers.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        (workspace / "trio-agent.yml").write_text(
+            "llm:\n"
+            "  providers:\n"
+            "    - {name: offline, type: offline}\n"
+            f"    - {{name: silent, type: openai, base_url: 'http://127.0.0.1:{port}', models: [m]}}\n"
+            "compaction: {keep_turns: 0, provider: silent, model: m}\n"
+        )
+        with _chat(workspace) as child:
+            _prompt(child)
+            child.sendline("read notes.txt")
+            _prompt(child)
+            child.sendline("/compact")
+            silent.settimeout(60)  # generous guard: the summary request is under way
+            connection, _ = silent.accept()
+            with connection:
+                child.sendintr()
+                child.expect_exact("^C: cancelling the compaction")
+                child.expect_exact("/compact: cancelled, the history is as it was")
+                _prompt(child)
+                child.sendline("/exit")
+                session = _session_of(_finish(child))
+    assert child.exitstatus == 0
+    types = [e["type"] for e in _events(workspace, session)]
+    assert "compaction/summary" not in types
+    assert types.count("turn/end") == 1

@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from ..agent import Agent, AgentHandle, RequestConfig, TurnEnded
+from ..compaction import Compaction, CompactionError, CompactionResult, Strategy
 from ..config import HarnessConfig, mount_config
 from ..errors import TrioAgentError
 from ..llm import LlmCallConfig
@@ -129,6 +130,8 @@ class _Chat:
         #: The scope of a read made while a turn runs: the turn's end cancels it, so the loop
         #: goes back to the idle prompt.
         self.busy_read: trio.CancelScope | None = None
+        #: The scope of a running ``/compact``: Ctrl-C cancels it instead of quitting.
+        self.compacting: trio.CancelScope | None = None
         self.terminated: list[int] = []
         fd = sys.stdin.fileno()
         self.tty = _TtyReader(fd) if interactive else None
@@ -284,6 +287,8 @@ class _Chat:
             await self.new_session()
         elif name == "/sessions":
             await self.list_sessions()
+        elif name == "/compact":
+            await self.compact(rest)
         else:
             note(f"unknown command {escape_controls(name)!r}; /help lists them")
         return True
@@ -307,6 +312,43 @@ class _Chat:
             f"  (the previous one: trio-agent chat --resume {previous})" if self.persisted else ""
         )
         note(f"new session: {agent.session.id}{hint}")
+
+    async def compact(self, strategy: str) -> None:
+        """``/compact [summary|prune]``: compact the session's older turns now."""
+        note = self.printer.note
+        strategies: dict[str, Strategy | None] = {"": None, "summary": "summary", "prune": "prune"}
+        if strategy not in strategies:
+            note("/compact: the strategy is summary or prune (none: the configured one)")
+            return
+        compaction = self.ctx.get(Compaction)
+        if compaction is None:
+            note("/compact: compaction is not configured (add a compaction: section to the config)")
+            return
+        if self.busy:
+            note("/compact: a turn is running; wait for it or /cancel it first")
+            return
+        result: CompactionResult | None = None
+        scope = self.compacting = trio.CancelScope()
+        try:
+            with scope:
+                result = await compaction.compact(self.agent, strategy=strategies[strategy])
+        except CompactionError as error:
+            note(f"/compact: failed, the history is as it was: {escape_controls(str(error))}")
+            return
+        finally:
+            self.compacting = None
+        if scope.cancelled_caught:
+            note("/compact: cancelled, the history is as it was")
+        elif result is None:
+            kept = compaction.settings.keep_turns
+            note(
+                f"/compact: nothing to compact (the latest {kept} closed turn(s) are kept as they are)"
+            )
+        else:
+            note(
+                f"compacted ({result.strategy}): events {result.first_seq}-{result.last_seq}; "
+                f"next request ~{result.before.tokens} -> ~{result.after.tokens} tokens"
+            )
 
     async def list_sessions(self) -> None:
         """``/sessions``: the most recently updated persisted sessions, the latest last."""
@@ -347,6 +389,9 @@ class _Chat:
                     self.printer.end_line()
                     self.printer.note("^C: cancelling the turn")
                     self.agent.cancel("interrupted (SIGINT)")
+                elif self.compacting is not None:
+                    self.printer.note("^C: cancelling the compaction")
+                    self.compacting.cancel()
                 else:  # the idle prompt: exit at once
                     if self.interactive:
                         self.out.write("\n")
@@ -504,7 +549,7 @@ class _Editor:
 
 
 #: What Tab completes at the start of a line.
-_COMMANDS = ("/help", "/cancel", "/new", "/model", "/sessions", "/exit")
+_COMMANDS = ("/help", "/cancel", "/new", "/model", "/sessions", "/compact", "/exit")
 
 
 def _complete_command(text: str, state: int) -> str | None:
@@ -674,6 +719,7 @@ commands:
   /new           start a fresh session (prints its id)
   /model [NAME]  use model NAME from the next request on (no NAME: show the current one)
   /sessions      list the most recent sessions
+  /compact [summary|prune]  compact the older turns now (needs a compaction: section)
   /exit          quit (also /quit, Ctrl-D; Ctrl-D during a turn quits after it)
 a line typed while a turn runs steers it (an empty one shows the state);
 //text sends a line starting with /"""
