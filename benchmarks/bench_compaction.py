@@ -141,7 +141,7 @@ async def _loop_step(steps: int, *, otel: bool) -> float:
             from trio_agent.otel import OtelTracing
 
             await h.ctx.plugin(OtelTracing)
-        agent = h.agent()
+        agent = h.agent(options=AgentOptions(max_steps=None))
         start = time.thread_time()
         agent.send("go")
         await agent.wait_idle()

@@ -317,7 +317,7 @@ def _durable_turn(
             h.ctx.on("tools/execute", dispatch)
             h.ctx.on("session/flush", flushed)
             starts: list[float] = []
-            agent = h.agent(options=AgentOptions(durability=durability))
+            agent = h.agent(options=AgentOptions(durability=durability, max_steps=None))
             agent.ctx.on("agent/step-start", lambda _: starts.append(time.perf_counter()))
             begin = time.perf_counter()
             agent.send("go")
