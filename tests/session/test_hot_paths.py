@@ -10,19 +10,40 @@ import pytest
 import trio
 
 from trio_agent import _serde
-from trio_agent.ids import CallId, SessionId
-from trio_agent.llm import ReasoningDelta, TextDelta, ToolCallDelta
+from trio_agent.ids import CallId, MessageId, SessionId
+from trio_agent.llm import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ImageBlock,
+    LlmFailure,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResult,
+    Usage,
+    UsageChunk,
+)
 from trio_agent.persistence._format import jsonl_lines
 from trio_agent.session import (
     AssistantChunk,
+    AssistantMessageEvent,
     JsonValueError,
     Session,
     SessionHeader,
     StepEnd,
     StepStart,
+    ToolCallEvent,
+    ToolResultEvent,
     TurnEnd,
     TurnStart,
+    UserMessageEvent,
 )
+from trio_agent.session._encoders import FAST_ENCODERS
 from trio_agent.session._json import snapshot_json
 from trio_agent.testing import open_test_harness, text, tool_call
 from trio_agent.tools import tool
@@ -39,6 +60,15 @@ CHUNKS = [
     ReasoningDelta(1, "thinking"),
     ToolCallDelta(2, CallId("c1"), "read_file", '{"path": "a"}'),
     ToolCallDelta(0, CallId("c\u00e9"), "n\u00e4me", ""),
+    BlockStart(0, "text"),
+    BlockStart(1, "tool-call"),
+    BlockEnd(0, TextBlock("done ✓")),
+    BlockEnd(1, ToolCallBlock(CallId("c1"), "ls", "{}")),
+    BlockEnd(2, ReasoningBlock("hm")),
+    BlockEnd(3, ImageBlock("image/png", "aGk=")),  # generic
+    Finish("stop"),
+    Finish("error", LlmFailure("TRANSPORT", "gone")),  # generic
+    UsageChunk(Usage(1, 2, 3, 4, 5)),
 ]
 
 
@@ -69,6 +99,82 @@ def test_counter_payload_snapshots_equal_generic() -> None:
         assert list(event.data) == list(generic)
         assert json.dumps(event.data) == json.dumps(generic)
         assert event.payload is payload
+
+
+def _messages() -> list[Message]:
+    return [
+        Message(MessageId("a1"), "assistant", (TextBlock("hi ✓"),), "model"),
+        Message(
+            MessageId("a2"),
+            "assistant",
+            (ReasoningBlock("hm"), TextBlock(""), ToolCallBlock(CallId("c1"), "ls", '{"p": 1}')),
+            "model",
+        ),
+        Message(MessageId("u1"), "user", (TextBlock("go"),), "user"),
+        Message(MessageId("u2"), "user", (ImageBlock("image/png", "aGk="),), "user"),  # generic
+        Message(MessageId("a3"), "assistant", (), "model"),
+    ]
+
+
+def _results() -> list[ToolResult]:
+    return [
+        ToolResult(CallId("c1"), (TextBlock("ok"),)),
+        ToolResult(CallId("c1"), (TextBlock("nope"),), is_error=True, code="TOOL_ERROR"),
+        ToolResult(CallId("c1"), (), concludes_turn=True),
+        ToolResult(CallId("c1"), (TextBlock("x"),), additional_context=(Message.user("ctx"),)),
+        ToolResult(CallId("c1"), (ImageBlock("image/png", "aGk="),)),  # generic
+    ]
+
+
+def _loop_payloads() -> list[object]:
+    payloads: list[object] = []
+    for message in _messages():
+        payloads.append(UserMessageEvent(turn=1, message=message))
+        for usage in (None, Usage(10, 2), Usage(1, 2, 3, 4, 5)):
+            payloads.append(
+                AssistantMessageEvent(
+                    turn=1, step=2, message=message, finish="stop", usage=usage, interrupted=True
+                )
+            )
+    for result in _results():
+        payloads.append(ToolResultEvent(turn=1, step=2, call_id=CallId("c1"), result=result))
+    for read_only in (False, True):
+        payloads.append(
+            ToolCallEvent(
+                turn=1, step=2, call_id=CallId("c1"), name="ls", arguments="{}", read_only=read_only
+            )
+        )
+    return payloads
+
+
+@pytest.mark.parametrize("payload", _loop_payloads(), ids=lambda p: type(p).__name__)
+def test_loop_payload_snapshots_equal_generic(payload: object) -> None:
+    event = _session().append(payload)  # type: ignore[call-overload]
+    generic = snapshot_json(_serde.unstructure(payload), "data")
+    assert event.data == generic
+    assert json.dumps(event.data) == json.dumps(generic)  # the same keys in the same order
+    assert event.payload == payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        UserMessageEvent(turn=1, message=Message.user("bad \ud800")),
+        ToolCallEvent(turn=1, step=1, call_id=CallId("c"), name="ls", arguments="\udfff"),
+        ToolResultEvent(
+            turn=1,
+            step=1,
+            call_id=CallId("c"),
+            result=ToolResult(CallId("c"), (TextBlock("\ud800"),)),
+        ),
+    ],
+    ids=lambda p: type(p).__name__,
+)
+def test_loop_payloads_with_a_lone_surrogate_are_still_rejected(payload: object) -> None:
+    session = _session()
+    with pytest.raises(JsonValueError):
+        session.append(payload)  # type: ignore[call-overload]
+    assert len(session.events) == 0
 
 
 def test_chunk_with_a_lone_surrogate_is_still_rejected() -> None:
@@ -116,3 +222,21 @@ async def test_log_bytes_are_pinned_for_a_fixed_scenario() -> None:
     data = re.sub(rb'"(id|session_id|message_id)": "[^"]*"', rb'"\1": "_"', data)
     digest = hashlib.sha256(data).hexdigest()
     assert digest == PINNED, data.decode()
+
+
+async def test_the_loops_own_payloads_take_the_fast_path() -> None:
+    script = [tool_call("c1", "echo", '{"word": "hé"}'), text("done ", "here")]
+    with trio.fail_after(30):
+        async with open_test_harness(script, tools=[echo]) as h:
+            agent = h.agent("fast")
+            agent.send("go")
+            await agent.wait_idle()
+            events = agent.session.events
+    slow = [
+        e.type
+        for e in events
+        if type(e.payload) in FAST_ENCODERS and FAST_ENCODERS[type(e.payload)](e.payload) is None
+    ]
+    assert slow == []
+    # request/header is the one core payload left to the generic path (logged when it changes)
+    assert {e.type for e in events if type(e.payload) not in FAST_ENCODERS} == {"request/header"}

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .. import _serde
-from ..llm import ReasoningDelta, TextDelta, ToolCallDelta
+from ._encoders import FAST_ENCODERS
 from ._errors import (
     EventPayloadError,
     InvalidSeedError,
@@ -25,14 +25,11 @@ from ._errors import (
 from ._events import (
     EVENT_PAYLOADS,
     SHAREABLE_PAYLOADS,
-    AssistantChunk,
     RequestHeader,
     SessionEndSeed,
     SessionEvent,
     SessionHeader,
-    StepEnd,
     StepStart,
-    TurnEnd,
     TurnStart,
     TypedPayload,
     prime_payload,
@@ -527,18 +524,12 @@ def _prepare(event_type: str, data: object) -> tuple[dict[str, Any], object | No
     """Validate + snapshot ``data``; return the snapshot and the typed payload (if known)."""
     cls = EVENT_PAYLOADS.get(event_type)
     data_cls = type(data)
-    if data_cls is AssistantChunk and cls is AssistantChunk:
-        fast = _encode_chunk(data)  # type: ignore[arg-type]
-        if fast is not None:
-            return fast, data
-    elif data_cls is cls and data_cls in _COUNTER_PAYLOADS:
-        counters = _encode_counters(data)  # type: ignore[arg-type]
-        if counters is not None:
-            return counters, data
-    elif data_cls is TurnEnd and cls is TurnEnd:
-        end = _encode_turn_end(data)  # type: ignore[arg-type]
-        if end is not None:
-            return end, data
+    if data_cls is cls:
+        encoder = FAST_ENCODERS.get(data_cls)
+        if encoder is not None:
+            fast = encoder(data)
+            if fast is not None:
+                return fast, data  # the encoders' classes are all shareable
     if data_cls is dict:
         snapshot = snapshot_json(data, "data")
         if cls is None:
@@ -571,95 +562,6 @@ def _prepare(event_type: str, data: object) -> tuple[dict[str, Any], object | No
         path="data",
         found=data_cls.__name__,
     )
-
-
-def _plain_str(value: object) -> bool:
-    """``value`` is an exact ``str`` that is valid Unicode (what ``snapshot_json`` accepts)."""
-    if type(value) is not str:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-#: Payloads of plain ``int`` counters only (shareable: frozen, nothing mutable inside).
-_COUNTER_PAYLOADS: frozenset[type] = frozenset({TurnStart, StepStart, StepEnd})
-
-
-def _encode_counters(data: TurnStart | StepStart | StepEnd) -> dict[str, Any] | None:
-    """The snapshot of ``turn/start``, ``step/start`` or ``step/end``, built directly.
-
-    Same keys and order as ``snapshot_json(_serde.unstructure(data))`` (tests pin it); a
-    non-``int`` value returns ``None`` and takes the generic path, which reports it.
-    """
-    turn = data.turn
-    if type(turn) is not int:
-        return None
-    if type(data) is TurnStart:
-        return {"turn": turn}
-    step = data.step  # type: ignore[union-attr]
-    if type(step) is not int:
-        return None
-    return {"turn": turn, "step": step}
-
-
-def _encode_turn_end(data: TurnEnd) -> dict[str, Any] | None:
-    """The snapshot of a ``turn/end`` without an error, built directly (same keys and order as
-    the generic path); a turn that ended in error, or an unusual value, returns ``None``."""
-    turn = data.turn
-    reason = data.reason
-    if data.error is not None or type(turn) is not int or not _plain_str(reason):
-        return None
-    return {"turn": turn, "reason": reason, "error": None}
-
-
-def _encode_chunk(data: AssistantChunk) -> dict[str, Any] | None:
-    """The snapshot of an ``assistant/chunk`` carrying a delta, built directly.
-
-    The per-chunk hot path: it produces exactly what ``snapshot_json(_serde.unstructure(data))``
-    does (same keys, same order; tests pin it), checking the library's own values in place
-    instead of unstructuring with cattrs and copying the result again. Anything unusual (another
-    chunk kind, a non-``int`` index, a ``str`` subclass, a lone surrogate) returns ``None`` and
-    takes the generic path, which reports the problem.
-    """
-    turn = data.turn
-    step = data.step
-    chunk = data.chunk
-    if type(turn) is not int or type(step) is not int:
-        return None
-    kind = type(chunk)
-    if kind is TextDelta or kind is ReasoningDelta:
-        index = chunk.index  # type: ignore[union-attr]
-        text = chunk.text  # type: ignore[union-attr]
-        if type(index) is not int or not _plain_str(text):
-            return None
-        tag = "text-delta" if kind is TextDelta else "reasoning-delta"
-        return {"turn": turn, "step": step, "chunk": {"type": tag, "index": index, "text": text}}
-    if kind is ToolCallDelta:
-        index = chunk.index  # type: ignore[union-attr]
-        call_id = chunk.id  # type: ignore[union-attr]
-        name = chunk.name  # type: ignore[union-attr]
-        delta = chunk.arguments_delta  # type: ignore[union-attr]
-        if not (
-            type(index) is int and _plain_str(call_id) and _plain_str(name) and _plain_str(delta)
-        ):
-            return None
-        return {
-            "turn": turn,
-            "step": step,
-            "chunk": {
-                "type": "tool-call-delta",
-                "index": index,
-                "id": call_id,
-                "name": name,
-                "arguments_delta": delta,
-            },
-        }
-    return None
 
 
 def _copy_event(event: SessionEvent, index: int) -> SessionEvent:
