@@ -13,7 +13,8 @@ from trio_agent.agent import AgentOptions, AgentRegistry
 from trio_agent.config import ConfigError, open_harness, parse_config
 from trio_agent.persistence import MemoryPersistence, MemoryStorage
 from trio_agent.runtime import Next
-from trio_agent.session import SessionFlush, ToolCallEvent
+from trio_agent.loop._durability import Durability
+from trio_agent.session import SessionFlush, SessionStore, StepEnd, ToolCallEvent
 from trio_agent.testing import TestHarness, event_types, open_test_harness, text, tool_call
 from trio_agent.tools import Deny, ToolCallContext, ToolExecution, tool
 
@@ -199,7 +200,7 @@ async def test_the_write_ahead_comes_after_pre_execute_and_guards() -> None:
     assert touch.seen == {"c3": ["c1", "c2", "c3"]}
 
 
-async def test_without_persistence_the_durability_points_cost_only_a_checkpoint() -> None:
+async def test_without_persistence_the_durability_points_cost_nothing() -> None:
     async with open_test_harness(
         [tool_call("c1", "touch"), text("done")], tools=Touch(MemoryStorage()).tools()
     ) as h:
@@ -207,6 +208,21 @@ async def test_without_persistence_the_durability_points_cost_only_a_checkpoint(
         agent.send("go")
         await agent.wait_idle()
         assert event_types(agent.session)[-1] == "turn/end"
+        durability = Durability(h.ctx.require(SessionStore), agent.session, "step", agent.ctx.hears)
+        agent.session.append(StepEnd(turn=1, step=9))
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await durability.flush()  # no listener: not even a checkpoint
+        assert not scope.cancelled_caught
+
+        async def listener(payload: object) -> None:
+            return None
+
+        h.ctx.on("session/flush", listener)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await durability.flush()  # a real flush point is a checkpoint
+        assert scope.cancelled_caught
 
 
 def test_durability_is_step_or_turn() -> None:

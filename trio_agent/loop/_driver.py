@@ -129,7 +129,9 @@ class Driver:
         self.prompt = ctx.require(SystemPrompt)
         self.llm = ctx.require(LlmService)
         self.sessions = ctx.require(SessionStore)
-        self.durability = Durability(self.sessions, self.session, agent.options.durability)
+        self.durability = Durability(
+            self.sessions, self.session, agent.options.durability, ctx.hears
+        )
         self.tools = ToolCallRunner(
             agent,
             ctx.require(ToolRegistry),

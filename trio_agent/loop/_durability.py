@@ -13,8 +13,9 @@ besides the flush at every turn end. ``"turn"`` keeps only the turn-end flush.
 
 Flushes are coalesced: one that finds every event logged so far already durable only
 checkpoints, and one that waits for a flush in flight re-checks afterwards, so the calls of a
-batch of concurrency-safe tools started together share one write-ahead flush. With no
-persistence mounted a flush is a checkpoint and a dispatch to no listener.
+batch of concurrency-safe tools started together share one write-ahead flush. With nothing
+listening to ``session/flush`` (no persistence mounted) a durability point does nothing, not
+even a checkpoint (#17): the loop's own cancellation points are the model call and the tools.
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ __all__ = ["Durability"]
 class Durability:
     """Flushes one agent's session at the durability points (see the module docs)."""
 
-    __slots__ = ("_durable", "_lock", "_session", "_sessions", "by_step")
+    __slots__ = ("_durable", "_hears", "_lock", "_session", "_sessions", "by_step")
 
     def __init__(
-        self, sessions: SessionStore, session: Session, mode: Literal["step", "turn"]
+        self,
+        sessions: SessionStore,
+        session: Session,
+        mode: Literal["step", "turn"],
+        hears: Callable[[str], bool],
     ) -> None:
         self._sessions = sessions
+        #: ``ctx.hears`` of the agent's context.
+        self._hears = hears
         self._session = session
         #: Whether the step-level points apply (``"step"``), or only the turn end (``"turn"``).
         self.by_step = mode == "step"
@@ -52,6 +59,8 @@ class Durability:
         Raises:
             Exception: what ``sessions.flush`` raised (a persistence failure).
         """
+        if not self._hears("session/flush"):
+            return  # nothing would make the events durable
         target = len(self._session.events)
         if self._durable >= target:
             await trio.lowlevel.checkpoint()
