@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 
 import pytest
@@ -382,3 +383,21 @@ def test_config_imports_only_public_surfaces() -> None:
         and any(part.startswith("_") for part in node.module.split("."))
     ]
     assert private == []
+
+
+async def test_open_harness_sets_the_gc_threshold_while_open_only(tmp_path: Path) -> None:
+    config = parse_config(
+        f"persistence: {{type: jsonl, path: '{tmp_path / 's'}'}}\ntools: {{root: '{tmp_path}'}}\n",
+        environ={},
+    )
+    before = gc.get_threshold()
+    async with open_harness(config, gc_threshold=50_000):
+        assert gc.get_threshold() == (50_000, *before[1:])
+    assert gc.get_threshold() == before
+    async with open_harness(config):
+        assert gc.get_threshold() == before
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="gc_threshold must be a positive int"):
+            async with open_harness(config, gc_threshold=bad):  # type: ignore[arg-type]
+                pass
+    assert gc.get_threshold() == before
