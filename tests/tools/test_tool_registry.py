@@ -190,3 +190,20 @@ async def test_service_view_binds_the_caller(ctx: Context, tools: ToolRegistry) 
     view.register(named("dup"))
     with pytest.raises(ToolConflictError):
         agent.ctx.tools.register(named("dup"))  # a second view, the same agent layer
+
+
+async def test_cached_views_follow_every_change(ctx: Context, tools: ToolRegistry) -> None:
+    tools.register(named("read"))
+    agents = [make_agent(ctx, f"A{i}") for i in range(70)]  # more scopes than views are kept
+    for agent in agents:
+        assert [s.name for s in tools.schemas(agent)] == ["read"]
+    first = agents[0]
+    off = first.ctx.tools.register(named("own"))  # registered through the agent's view
+    assert [s.name for s in tools.schemas(first)] == ["own", "read"]
+    assert [s.name for s in tools.schemas(agents[1])] == ["read"]
+    off()
+    assert [s.name for s in tools.schemas(first)] == ["read"]
+    lift = first.ctx.tools.restrict(deny=["read"])
+    assert tools.get("read", first) is None and tools.get("read", agents[-1]) is not None
+    lift()
+    assert tools.get("read", first) is not None

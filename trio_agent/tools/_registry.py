@@ -146,6 +146,7 @@ class ToolRegistry(Service, name="tools"):
         self._tools: dict[Scope | None, dict[str, _ToolEntry]] = {}
         self._guards: dict[Scope | None, list[_GuardEntry]] = {}
         self._restrictions: dict[Scope, list[_Restriction]] = {}
+        self._views = _ViewCache()
 
     # --- registration ---------------------------------------------------------------------
 
@@ -182,6 +183,7 @@ class ToolRegistry(Service, name="tools"):
             )
         entry = _ToolEntry(tool, caller.fiber.name)
         self._tools.setdefault(scope, {})[tool.name] = entry
+        self._views.changed()
 
         def unregister() -> None:
             layer = self._tools.get(scope)
@@ -190,6 +192,7 @@ class ToolRegistry(Service, name="tools"):
             del layer[tool.name]
             if not layer:
                 del self._tools[scope]
+            self._views.changed()
             self._changed("unregister", tool, scope)
 
         disposer = caller.defer(unregister, label=f"tool {tool.name}")
@@ -245,7 +248,13 @@ class ToolRegistry(Service, name="tools"):
             None if allow is None else _names(allow, "allow", known),
             frozenset() if deny is None else _names(deny, "deny", known),
         )
-        lift = _append(self._restrictions, scope, restriction)
+        remove = _append(self._restrictions, scope, restriction)
+        self._views.changed()
+
+        def lift() -> None:
+            remove()
+            self._views.changed()
+
         return caller.defer(lift, label="tool restriction")
 
     def _changed(
@@ -262,7 +271,11 @@ class ToolRegistry(Service, name="tools"):
             view.update((name, e.tool) for name, e in self._tools.get(layer, {}).items())
         return view
 
-    def _view(self, scope: Scope | None) -> dict[str, Tool]:
+    def _view(self, scope: Scope | None) -> Mapping[str, Tool]:
+        """The tools a call at ``scope`` sees (shared: never mutate it)."""
+        return self._views.get(scope, self._build_view)[0]
+
+    def _build_view(self, scope: Scope | None) -> dict[str, Tool]:
         if scope is None:
             return {name: e.tool for name, e in self._tools.get(None, {}).items()}
         view = self._inherited(scope)
@@ -278,8 +291,8 @@ class ToolRegistry(Service, name="tools"):
 
     def schemas(self, agent: AgentLike | None = None) -> tuple[ToolSchema, ...]:
         """Fresh schemas of the tools visible to ``agent``, sorted by name."""
-        view = self._view(_scope_of(agent))
-        return tuple(view[name].schema for name in sorted(view))
+        view, names = self._views.get(_scope_of(agent), self._build_view)
+        return tuple(view[name].schema for name in names)
 
     def is_concurrency_safe(self, name: str, agent: AgentLike | None = None) -> bool:
         """Whether the visible tool ``name`` may run in parallel (False when unknown)."""
@@ -532,6 +545,39 @@ class ToolRegistry(Service, name="tools"):
             additional_context=context.deferred,
             concludes_turn=context.concludes_turn,
         )
+
+
+@final
+class _ViewCache:
+    """The latest tool views, by scope: the loop asks for one agent's view several times a
+    step. Bounded (a scope holds no agent); every change of the tools or restrictions makes the
+    cached views stale."""
+
+    __slots__ = ("_generation", "_views")
+
+    #: How many scopes' views are kept.
+    size = 64
+
+    def __init__(self) -> None:
+        self._generation = 0
+        self._views: dict[Scope | None, tuple[int, Mapping[str, Tool], tuple[str, ...]]] = {}
+
+    def changed(self) -> None:
+        self._generation += 1
+
+    def get(
+        self, scope: Scope | None, build: Callable[[Scope | None], dict[str, Tool]]
+    ) -> tuple[Mapping[str, Tool], tuple[str, ...]]:
+        """The view at ``scope`` (shared: never mutate it) and its names, sorted."""
+        views = self._views
+        cached = views.get(scope)
+        if cached is None or cached[0] != self._generation:
+            view = build(scope)
+            cached = (self._generation, view, tuple(sorted(view)))
+            if scope not in views and len(views) >= self.size:
+                del views[next(iter(views))]  # the oldest
+            views[scope] = cached
+        return cached[1], cached[2]
 
 
 def _append(table: dict[K, list[V]], key: K, item: V) -> Callable[[], None]:

@@ -248,17 +248,18 @@ class UsageService(Service, name="usage"):
         self._llm = ctx.require(LlmService)
         self._trackers: weakref.WeakKeyDictionary[Session, _Tracker] = weakref.WeakKeyDictionary()
         # The last session asked about (weakly) and its tracker: an agent asks every step,
-        # and a weak dictionary lookup builds a weak reference each time.
-        self._last: tuple[weakref.ref[Session], _Tracker] | None = None
+        # and a weak dictionary lookup builds a weak reference each time. A list, because a
+        # service's views share its attributes (a rebound one would stay with one view).
+        self._last: list[tuple[weakref.ref[Session], _Tracker]] = []
 
     def _tracker(self, session: Session) -> _Tracker:
         last = self._last
-        if last is not None and last[0]() is session:
-            return last[1]
+        if last and last[0][0]() is session:
+            return last[0][1]
         tracker = self._trackers.get(session)
         if tracker is None:
             tracker = self._trackers[session] = _Tracker(session)
-        self._last = (weakref.ref(session), tracker)
+        last[:] = [(weakref.ref(session), tracker)]
         return tracker
 
     def of(
