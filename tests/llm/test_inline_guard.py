@@ -117,3 +117,15 @@ async def test_inline_body_error_propagates_as_itself() -> None:
 
         with pytest.raises(KeyError):
             await consume()
+
+
+async def test_a_stream_context_is_entered_once() -> None:
+    async with open_runtime() as ctx:
+        await ctx.plugin(LlmService)
+        ctx.llm.register(ScriptedAdapter(name="inline", responses=[text("a"), text("b")]))
+        stream = ctx.llm.stream(GenerateRequest(LlmCallConfig("inline", "m"), ()))
+        async with stream as chunks:
+            assert [c async for c in chunks][-1] == Finish("stop")
+        with pytest.raises(RuntimeError, match="entered once"):
+            async with stream:
+                pass

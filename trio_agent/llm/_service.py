@@ -206,13 +206,10 @@ class LlmService(Service, name="llm"):
 
         See the class docstring for failures and cancellation.
         """
-        return self._stream(request)
+        return _StreamCall(self, request)
 
-    @contextlib.asynccontextmanager
-    async def _stream(
-        self, request: GenerateRequest
-    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
-        call = LlmStreamCall(request)
+    async def _adapter_for(self, call: LlmStreamCall) -> LlmAdapter:
+        """The adapter ``llm/stream`` chooses for ``call`` (by default the provider's)."""
         chosen: list[LlmAdapter] = []
 
         async def default() -> LlmAdapter:
@@ -233,13 +230,7 @@ class LlmService(Service, name="llm"):
                 f"an 'llm/stream' listener returned {type(adapter).__name__}; listeners must "
                 "return an LlmAdapter (usually the result of 'await next()')"
             )
-        redactor = self.ctx.get(Redactor)
-        if getattr(type(adapter), "streams_inline", False) is True:
-            async with _InlineGuard(adapter, call.request, redactor) as chunks:
-                yield chunks
-            return
-        async with _guarded(adapter, call.request, redactor) as chunks:
-            yield chunks
+        return adapter
 
     async def generate(self, request: GenerateRequest) -> Generation:
         """Call the model and wait for the whole answer (failures are in ``finish``)."""
@@ -457,6 +448,46 @@ class _InlineGuard:
 
     async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         await self._channel.finish(exc)
+
+
+@final
+class _StreamCall:
+    """What :meth:`LlmService.stream` returns: on entry the ``llm/stream`` waterfall picks the
+    adapter, then the inline guard or the pump guard runs it. A class, not a generator-based
+    context manager: it is entered once per model call."""
+
+    __slots__ = ("_guard", "_request", "_service")
+
+    def __init__(self, service: LlmService, request: GenerateRequest) -> None:
+        self._service = service
+        self._request = request
+        self._guard: (
+            contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]] | None
+        ) = None
+
+    async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
+        if self._guard is not None:
+            raise RuntimeError("a ctx.llm.stream(...) context is entered once; call stream again")
+        service = self._service
+        call = LlmStreamCall(self._request)
+        adapter = await service._adapter_for(call)
+        redactor = service.ctx.get(Redactor)
+        if getattr(type(adapter), "streams_inline", False) is True:
+            guard: contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]] = (
+                _InlineGuard(adapter, call.request, redactor)
+            )
+        else:
+            guard = _guarded(adapter, call.request, redactor)
+        chunks = await guard.__aenter__()
+        self._guard = guard
+        return chunks
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool | None:
+        guard = self._guard
+        assert guard is not None, "exited without being entered"
+        return await guard.__aexit__(kind, exc, tb)
 
 
 #: How many chunks the pump may read ahead of the consumer.
