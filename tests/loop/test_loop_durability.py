@@ -11,9 +11,9 @@ import trio
 
 from trio_agent.agent import AgentOptions, AgentRegistry
 from trio_agent.config import ConfigError, open_harness, parse_config
+from trio_agent.loop._durability import Durability
 from trio_agent.persistence import MemoryPersistence, MemoryStorage
 from trio_agent.runtime import Next
-from trio_agent.loop._durability import Durability
 from trio_agent.session import SessionFlush, SessionStore, StepEnd, ToolCallEvent
 from trio_agent.testing import TestHarness, event_types, open_test_harness, text, tool_call
 from trio_agent.tools import Deny, ToolCallContext, ToolExecution, tool
