@@ -19,6 +19,7 @@ from trio_agent.tools import (
     render_value,
     tool,
 )
+from trio_agent.tools._arguments import copy_arguments, parse_arguments_text
 
 
 class Mode(enum.Enum):
@@ -268,3 +269,13 @@ async def test_body_value_and_tool_result_returns(tools: ToolRegistry) -> None:
     assert (result.is_error, result.code, result.text) == (True, "EXIT_STATUS", "exit 1")
     assert [m.text for m in result.additional_context] == ["from the call", "from the result"]
     assert result.concludes_turn
+
+
+def test_copy_arguments_copies_every_container() -> None:
+    parsed = parse_arguments_text('{"a": [1, {"b": [true, null, 1.5, "s"]}], "c": {"d": {}}}')
+    assert isinstance(parsed, dict)
+    copied = copy_arguments(parsed)
+    assert copied == parsed
+    copied["a"][1]["b"].append("x")
+    copied["c"]["d"]["e"] = 1
+    assert parsed == {"a": [1, {"b": [True, None, 1.5, "s"]}], "c": {"d": {}}}

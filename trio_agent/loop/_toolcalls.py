@@ -226,7 +226,10 @@ class ToolCallRunner:
         if slot.committed:
             return
         call_id = slot.call.id
-        logged = attrs.evolve(result, call_id=call_id, additional_context=())
+        if result.call_id == call_id and result.additional_context == ():
+            logged = result  # frozen, and already what is logged (evolve costs µs per call)
+        else:
+            logged = attrs.evolve(result, call_id=call_id, additional_context=())
         if self._redactor is not None:
             logged = self._redactor.redact_result(logged)
         self._session.append(

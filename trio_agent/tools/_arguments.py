@@ -28,6 +28,7 @@ from .._serde import converter
 
 __all__ = [
     "ArgumentsError",
+    "copy_arguments",
     "json_type",
     "parse_arguments_text",
     "strict_converter",
@@ -102,6 +103,21 @@ def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     if not isinstance(value, dict):
         return f"arguments must be a JSON object, got {json_type(value)}"
     return value
+
+
+def copy_arguments(parsed: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of what :func:`parse_arguments_text` returned: only its dicts and lists are
+    mutable, so only they are copied (``copy.deepcopy`` pays for a memo per call)."""
+    return {key: _copy_json(value) for key, value in parsed.items()}
+
+
+def _copy_json(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    return value  # str, int, float, bool, None
 
 
 # --- the strict converter ---------------------------------------------------------------------

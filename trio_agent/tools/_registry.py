@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
@@ -18,7 +17,12 @@ from .._serde import unstructure
 from ..ids import CallId
 from ..llm import ContentBlock, TextBlock, ToolResult, ToolSchema
 from ..runtime import Context, Disposer, Scope, Service
-from ._arguments import ArgumentsError, parse_arguments_text, structure_arguments
+from ._arguments import (
+    ArgumentsError,
+    copy_arguments,
+    parse_arguments_text,
+    structure_arguments,
+)
 from ._errors import ToolConflictError, ToolRestrictionError
 from ._types import (
     APPROVAL,
@@ -327,7 +331,7 @@ class ToolRegistry(Service, name="tools"):
             call_id=invocation.call_id,
             name=invocation.name,
             arguments=invocation.arguments,
-            parsed_arguments=copy.deepcopy(parsed) if isinstance(parsed, dict) else None,
+            parsed_arguments=copy_arguments(parsed) if isinstance(parsed, dict) else None,
             agent=agent,
             tool=self._view(scope).get(invocation.name),
         )
