@@ -58,6 +58,7 @@ class ModelList(tuple[str, ...]):
     """
 
     specs: tuple[ModelSpec, ...]
+    _windows: dict[str, int | None]
 
     def __new__(cls, entries: Iterable[str | ModelSpec] = ()) -> ModelList:
         specs: list[ModelSpec] = []
@@ -76,14 +77,13 @@ class ModelList(tuple[str, ...]):
             specs.append(entry)
         self = super().__new__(cls, (spec.name for spec in specs))
         self.specs = tuple(specs)
+        # Names are unique; usage gates ask for a window every step.
+        self._windows = {spec.name: spec.context_window for spec in specs}
         return self
 
     def context_window(self, name: str) -> int | None:
         """The context window configured for model ``name``, or ``None`` if none is known."""
-        for spec in self.specs:
-            if spec.name == name:
-                return spec.context_window
-        return None
+        return self._windows.get(name)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ModelList):

@@ -72,15 +72,6 @@ class _Route:
     adapter: LlmAdapter
     policy: RetryPolicy
     models: ModelList
-    #: ``models`` as model name -> context window (the first spec of a name wins, as in
-    #: :meth:`ModelList.context_window`): usage gates ask every step.
-    windows: dict[str, int | None] = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        windows: dict[str, int | None] = {}
-        for spec in self.models.specs:
-            windows.setdefault(spec.name, spec.context_window)
-        self.windows = windows
 
 
 @final
@@ -189,7 +180,7 @@ class LlmService(Service, name="llm"):
     def context_window(self, provider: str, model: str) -> int | None:
         """The context window (tokens) configured for ``model`` on ``provider``, or ``None``."""
         route = self._routes.get(provider)
-        return None if route is None else route.windows.get(model)
+        return None if route is None else route.models.context_window(model)
 
     # --- calls ------------------------------------------------------------------------------
 

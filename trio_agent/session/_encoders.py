@@ -140,8 +140,7 @@ def _stream_marker(chunk: object, kind: type) -> _Snapshot | None:
             return None
         return {"type": "finish", "reason": reason, "failure": None}
     if kind is UsageChunk:
-        usage = chunk.usage  # type: ignore[attr-defined]
-        encoded = _usage(usage) if type(usage) is Usage else None
+        encoded = _usage(chunk.usage)  # type: ignore[attr-defined]
         return None if encoded is None else {"type": "usage", "usage": encoded}
     return None
 
@@ -180,7 +179,9 @@ def _message(message: object) -> _Snapshot | None:
     return {"id": id_, "role": role, "content": content, "source": source}
 
 
-def _usage(usage: Usage) -> _Snapshot | None:
+def _usage(usage: object) -> _Snapshot | None:
+    if type(usage) is not Usage:
+        return None
     values = (
         usage.input_tokens,
         usage.output_tokens,
@@ -222,8 +223,6 @@ def _assistant_message(data: AssistantMessageEvent) -> _Snapshot | None:
         return None
     usage = None
     if data.usage is not None:
-        if type(data.usage) is not Usage:
-            return None
         usage = _usage(data.usage)
         if usage is None:
             return None

@@ -187,7 +187,6 @@ class ToolRegistry(Service, name="tools"):
             )
         entry = _ToolEntry(tool, caller.fiber.name)
         self._tools.setdefault(scope, {})[tool.name] = entry
-        self._views.changed()
 
         def unregister() -> None:
             layer = self._tools.get(scope)
@@ -196,7 +195,6 @@ class ToolRegistry(Service, name="tools"):
             del layer[tool.name]
             if not layer:
                 del self._tools[scope]
-            self._views.changed()
             self._changed("unregister", tool, scope)
 
         disposer = caller.defer(unregister, label=f"tool {tool.name}")
@@ -264,6 +262,7 @@ class ToolRegistry(Service, name="tools"):
     def _changed(
         self, action: Literal["register", "unregister"], tool: Tool, scope: Scope | None
     ) -> None:
+        self._views.changed()  # before the listeners, who may ask for a view
         self.ctx.emit("tools/change", ToolChange(action, tool, scope), target=scope)
 
     # --- views ----------------------------------------------------------------------------
