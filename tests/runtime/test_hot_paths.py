@@ -43,3 +43,26 @@ async def test_hears_follows_registration() -> None:
             assert not ctx.hears("x/y")
             ctx.emit("x/y", 2)
             assert heard == [1]
+
+
+async def test_waterfall_and_serial_without_listeners_stay_cancellation_points() -> None:
+    ran: list[str] = []
+
+    async def default() -> str:
+        ran.append("default")
+        return "d"
+
+    with trio.fail_after(30):
+        async with open_runtime() as ctx:
+            assert await ctx.waterfall("x/nobody", None, default) == "d"
+            assert await ctx.serial("x/nobody", None) is None
+            for dispatch in (
+                lambda: ctx.waterfall("x/nobody", None, default),
+                lambda: ctx.serial("x/nobody", None),
+            ):
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await dispatch()
+                    raise AssertionError("the dispatch did not raise Cancelled")  # pragma: no cover
+                assert scope.cancelled_caught
+    assert ran == ["default"]  # a cancelled waterfall never runs its default

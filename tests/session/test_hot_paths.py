@@ -34,6 +34,7 @@ from trio_agent.session import (
     AssistantMessageEvent,
     JsonValueError,
     Session,
+    SessionAppended,
     SessionHeader,
     StepEnd,
     StepStart,
@@ -240,3 +241,24 @@ async def test_the_loops_own_payloads_take_the_fast_path() -> None:
     assert slow == []
     # request/header is the one core payload left to the generic path (logged when it changes)
     assert {e.type for e in events if type(e.payload) not in FAST_ENCODERS} == {"request/header"}
+
+
+def test_an_append_nobody_hears_builds_no_notification() -> None:
+    sent: list[tuple[str, object]] = []
+    listening = False
+
+    def emit(name: str, payload: object, *, target: object = None) -> None:
+        sent.append((name, payload))
+
+    session = Session(
+        SessionHeader(session_id=SessionId("s"), created_at=time.time()),
+        emit=emit,
+        hears=lambda name: listening,
+    )
+    session.append(TurnStart(turn=1))
+    assert sent == []
+    listening = True
+    event = session.append(StepStart(turn=1, step=1))
+    ((name, notice),) = sent
+    assert name == "session/event" and isinstance(notice, SessionAppended)
+    assert notice.event is event and notice.session is session

@@ -137,6 +137,11 @@ async def test_defaults_apply(sink: ToolRegistry) -> None:
             "arguments are not valid JSON: Expecting property name enclosed in double quotes (line 1 column 2)",
         ),
         ('{"name": NaN}', "arguments are not valid JSON: NaN is not valid JSON"),
+        (
+            '\ufeff{"name": "n"}',
+            "arguments are not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) (line 1 column 1)",
+        ),
+        ('{"name": "n"} x', "arguments are not valid JSON: Extra data (line 1 column 15)"),
         ("[1, 2]", "arguments must be a JSON object, got array"),
         ('"text"', "arguments must be a JSON object, got string"),
     ],

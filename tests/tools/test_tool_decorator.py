@@ -323,3 +323,14 @@ def test_definition_errors() -> None:
 
     with pytest.raises(ToolDefinitionError, match="documents pth, which the function does not"):
         tool(documented_typo)
+
+
+def test_schema_copies_what_is_not_json_shaped_too() -> None:
+    # Hand-made parameters may hold other containers: they are deep-copied, never shared.
+    nested = {"enum": ("a", ["b"])}
+    made = Tool("t", "", {"type": "object", "properties": {"v": nested}}, body)
+    first, second = made.schema.parameters, made.schema.parameters
+    assert first == second == made.parameters
+    assert first["properties"]["v"]["enum"][1] is not second["properties"]["v"]["enum"][1]
+    first["properties"]["v"]["enum"][1].append("c")
+    assert made.parameters["properties"]["v"]["enum"] == ("a", ["b"])

@@ -206,7 +206,8 @@ class LlmService(Service, name="llm"):
         async def default() -> LlmAdapter:
             provider = call.request.config.provider
             route = self._routes.get(provider)
-            await trio.lowlevel.checkpoint()
+            # No checkpoint of its own (#17): the waterfall is the entry's cancellation point
+            # and opening the adapter's stream its schedule point.
             adapter = (
                 _Unavailable(provider, tuple(self._routes)) if route is None else route.adapter
             )

@@ -832,6 +832,12 @@ class Context:
         and finally ``default()``. The outermost return value is the result. A raising listener
         propagates to the caller.
         """
+        if name not in self._listeners:
+            # Nobody listens: the same cancellation point, then the default (#17: no chain, no
+            # listener snapshot, no extra coroutine frame on the loop's hot path).
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self.runtime.bus.note_waterfall(name)
+            return await default()
         result: T = await self.runtime.bus.waterfall(name, payload, default, self._chain(target))
         return result
 
@@ -840,6 +846,9 @@ class Context:
     ) -> Any:
         """Await the listeners one after another; the first non-``None`` result stops the chain
         and is returned. A raising listener propagates."""
+        if name not in self._listeners:  # nobody listens: the cancellation point only (#17)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return None
         return await self.runtime.bus.serial(name, payload, self._chain(target))
 
     async def parallel(

@@ -100,6 +100,11 @@ class EventBus:
         """Whether ``name`` is a library waterfall event or has been dispatched as one."""
         return name in self._waterfalls
 
+    def note_waterfall(self, name: str) -> None:
+        """Remember that ``name`` was dispatched as a waterfall (its listeners must be async)."""
+        if name not in self._waterfalls:
+            self._waterfalls.add(name)
+
     def add(self, hook: Hook, *, prepend: bool) -> None:
         old = self._hooks.get(hook.name, ())
         self._hooks[hook.name] = (hook, *old) if prepend else (*old, hook)
@@ -161,8 +166,7 @@ class EventBus:
         chain: tuple[Hashable, ...],
     ) -> Any:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if name not in self._waterfalls:
-            self._waterfalls.add(name)
+        self.note_waterfall(name)
         hooks = self.listeners(name, chain)
         if not hooks:
             return await default()

@@ -128,6 +128,8 @@ class Session:
     header: SessionHeader
     #: ``emit(name, payload, target=scope)`` of the store's context (``None``: standalone).
     _emit: _Emit | None = attrs.field(default=None, kw_only=True)
+    #: ``hears(name)`` of the same context: whether anyone listens (``None``: assume so).
+    _hears: Callable[[str], bool] | None = attrs.field(default=None, kw_only=True)
     #: The scope store events are aimed at (that of the context that created the session).
     _scope: Scope | None = attrs.field(default=None, kw_only=True)
     _events: list[SessionEvent] = attrs.field(init=False, factory=list)
@@ -322,7 +324,8 @@ class Session:
     def _publish(self, event: SessionEvent) -> None:
         self._publishing = True
         try:
-            if self._emit is not None:
+            # The notification is built only when someone listens (#17).
+            if self._emit is not None and (self._hears is None or self._hears("session/event")):
                 self._emit("session/event", SessionAppended(self, event), target=self._scope)
             if self._lot:
                 self._lot.unpark_all()

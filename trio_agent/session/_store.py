@@ -247,7 +247,7 @@ class SessionStore(Service, name="sessions"):
         self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
     ) -> Session:
         self.caller.fiber.check_active("create a session on")
-        session = Session(header, emit=self.ctx.emit, scope=self.caller.scope)
+        session = Session(header, emit=self.ctx.emit, hears=self.ctx.hears, scope=self.caller.scope)
         if seed is not None:
             session.load_seed(seed, copy=copy)
         return session

@@ -8,6 +8,7 @@ before structuring. Every problem is reported with its path (``$.limit``, ``$.it
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import json
@@ -85,6 +86,10 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One decoder for every call: ``json.loads`` with an argument builds a new one each time (#17).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     """Parse the model's arguments text into a JSON object, or return what is wrong with it.
 
@@ -95,7 +100,9 @@ def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        if raw.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+        value = _DECODER.decode(raw)
     except json.JSONDecodeError as exc:
         return f"arguments are not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
     except (ValueError, RecursionError) as exc:
@@ -118,6 +125,26 @@ def _copy_json(value: Any) -> Any:
     if kind is list:
         return [_copy_json(item) for item in value]
     return value  # str, int, float, bool, None
+
+
+def copy_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a tool's JSON-schema ``parameters``: dicts and lists are copied by hand,
+    JSON scalars shared, anything else (a tuple, a caller's own type) goes to ``copy.deepcopy``."""
+    return {key: _copy_schema_value(value) for key, value in parameters.items()}
+
+
+_JSON_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy_schema_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_schema_value(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_schema_value(item) for item in value]
+    if kind in _JSON_SCALARS:
+        return value
+    return copy.deepcopy(value)
 
 
 # --- the strict converter ---------------------------------------------------------------------

@@ -429,6 +429,8 @@ class ToolRegistry(Service, name="tools"):
         self.ctx.emit(name, notice, target=call.scope)
 
     def _run_guards(self, call: _Call) -> str | None:
+        if not self._guards:
+            return None
         scope = call.scope
         layers: list[Scope | None] = [None, *(reversed(scope.chain) if scope else ())]
         for entry in [g for layer in layers for g in self._guards.get(layer, ())]:

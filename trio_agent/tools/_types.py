@@ -25,6 +25,7 @@ from ..llm import (
     ToolSchema,
 )
 from ..runtime import Context, Scope, ServiceKey
+from ._arguments import copy_schema
 from ._errors import ToolDefinitionError
 
 __all__ = [
@@ -184,7 +185,7 @@ class Tool:
     @property
     def schema(self) -> ToolSchema:
         """A fresh :class:`~trio_agent.llm.ToolSchema` (a deep copy of the parameters)."""
-        return ToolSchema(self.name, self.description, copy.deepcopy(self.parameters))
+        return ToolSchema(self.name, self.description, copy_schema(self.parameters))
 
 
 @final
