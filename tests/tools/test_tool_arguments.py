@@ -19,7 +19,7 @@ from trio_agent.tools import (
     render_value,
     tool,
 )
-from trio_agent.tools._arguments import copy_arguments, parse_arguments_text
+from trio_agent.tools._arguments import copy_json_object, parse_arguments_text
 
 
 class Mode(enum.Enum):
@@ -276,10 +276,10 @@ async def test_body_value_and_tool_result_returns(tools: ToolRegistry) -> None:
     assert result.concludes_turn
 
 
-def test_copy_arguments_copies_every_container() -> None:
+def test_copy_json_object_copies_every_container() -> None:
     parsed = parse_arguments_text('{"a": [1, {"b": [true, null, 1.5, "s"]}], "c": {"d": {}}}')
     assert isinstance(parsed, dict)
-    copied = copy_arguments(parsed)
+    copied = copy_json_object(parsed)
     assert copied == parsed
     copied["a"][1]["b"].append("x")
     copied["c"]["d"]["e"] = 1

@@ -29,7 +29,7 @@ from .._serde import converter
 
 __all__ = [
     "ArgumentsError",
-    "copy_arguments",
+    "copy_json_object",
     "json_type",
     "parse_arguments_text",
     "strict_converter",
@@ -112,10 +112,16 @@ def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     return value
 
 
-def copy_arguments(parsed: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of what :func:`parse_arguments_text` returned: only its dicts and lists are
-    mutable, so only they are copied (``copy.deepcopy`` pays for a memo per call)."""
-    return {key: _copy_json(value) for key, value in parsed.items()}
+def copy_json_object(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a JSON-shaped object (parsed arguments, a tool's schema parameters).
+
+    Dicts and lists are copied by hand and JSON scalars shared (``copy.deepcopy`` pays for a memo
+    per call); anything else (a tuple in a hand-made schema) goes to ``copy.deepcopy``.
+    """
+    return {key: _copy_json(item) for key, item in value.items()}
+
+
+_JSON_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
 def _copy_json(value: Any) -> Any:
@@ -124,24 +130,6 @@ def _copy_json(value: Any) -> Any:
         return {key: _copy_json(item) for key, item in value.items()}
     if kind is list:
         return [_copy_json(item) for item in value]
-    return value  # str, int, float, bool, None
-
-
-def copy_schema(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of a tool's JSON-schema ``parameters``: dicts and lists are copied by hand,
-    JSON scalars shared, anything else (a tuple, a caller's own type) goes to ``copy.deepcopy``."""
-    return {key: _copy_schema_value(value) for key, value in parameters.items()}
-
-
-_JSON_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-
-
-def _copy_schema_value(value: Any) -> Any:
-    kind = type(value)
-    if kind is dict:
-        return {key: _copy_schema_value(item) for key, item in value.items()}
-    if kind is list:
-        return [_copy_schema_value(item) for item in value]
     if kind in _JSON_SCALARS:
         return value
     return copy.deepcopy(value)

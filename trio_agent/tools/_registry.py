@@ -19,7 +19,7 @@ from ..llm import ContentBlock, TextBlock, ToolResult, ToolSchema
 from ..runtime import Context, Disposer, Scope, Service
 from ._arguments import (
     ArgumentsError,
-    copy_arguments,
+    copy_json_object,
     parse_arguments_text,
     structure_arguments,
 )
@@ -330,7 +330,7 @@ class ToolRegistry(Service, name="tools"):
             call_id=invocation.call_id,
             name=invocation.name,
             arguments=invocation.arguments,
-            parsed_arguments=copy_arguments(parsed) if isinstance(parsed, dict) else None,
+            parsed_arguments=copy_json_object(parsed) if isinstance(parsed, dict) else None,
             agent=agent,
             tool=self._view(scope).get(invocation.name),
         )

@@ -25,7 +25,7 @@ from ..llm import (
     ToolSchema,
 )
 from ..runtime import Context, Scope, ServiceKey
-from ._arguments import copy_schema
+from ._arguments import copy_json_object
 from ._errors import ToolDefinitionError
 
 __all__ = [
@@ -185,7 +185,7 @@ class Tool:
     @property
     def schema(self) -> ToolSchema:
         """A fresh :class:`~trio_agent.llm.ToolSchema` (a deep copy of the parameters)."""
-        return ToolSchema(self.name, self.description, copy_schema(self.parameters))
+        return ToolSchema(self.name, self.description, copy_json_object(self.parameters))
 
 
 @final
