@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import final
 
 import trio
@@ -94,51 +93,36 @@ class AgentHost:
             self._sessions.detach(session)
 
     async def _run(self) -> None:
+        # Plain try/finally rather than context managers: the nesting is the same, and an idle
+        # agent's parked stack holds no generator objects (#17's memory per agent).
         self._task = trio.lowlevel.current_task()
+        fiber = self._agent.ctx.fiber
         try:
-            async with self._scope_unwound():
-                with self._session_detached(), self._unregistered():
-                    async with self._tasks_stopped():
-                        await self._driver.run()
+            try:  # unwind the agent scope
+                try:  # detach the session
+                    try:  # unregister
+                        try:  # stop the agent's tasks
+                            await self._driver.run()
+                        finally:
+                            await self._shielded(fiber.stop_tasks)
+                    finally:
+                        self._control.mark_disposed()
+                        if self._registration is not None:
+                            self._registration()
+                finally:
+                    self._sessions.detach(self._agent.session)
+            finally:
+                await self._shielded(fiber.dispose)
         finally:
             for effect in self._closing:
                 effect.release()
             self._done.set()
 
-    def _scope_unwound(self) -> contextlib.AbstractAsyncContextManager[None]:
-        return self._finally(self._agent.ctx.fiber.dispose)
-
-    def _tasks_stopped(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """The rest of stop/drain: tasks started with ``agent.ctx.start_soon`` (which may own
-        sub-agents of their own) are cancelled and awaited while the agent is still
-        registered, so whatever they own closes before the agent does."""
-        return self._finally(self._agent.ctx.fiber.stop_tasks)
-
-    @contextlib.asynccontextmanager
-    async def _finally(self, cleanup: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
-        """Run ``cleanup`` on the way out, shielded under the teardown budget."""
-        try:
-            yield
-        finally:
-            with trio.move_on_after(self._agent.ctx.teardown_timeout) as budget:
-                budget.shield = True
-                await cleanup()
-
-    @contextlib.contextmanager
-    def _session_detached(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._sessions.detach(self._agent.session)
-
-    @contextlib.contextmanager
-    def _unregistered(self) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._control.mark_disposed()
-            if self._registration is not None:
-                self._registration()
+    async def _shielded(self, cleanup: Callable[[], Awaitable[None]]) -> None:
+        """Run ``cleanup`` shielded under the teardown budget."""
+        with trio.move_on_after(self._agent.ctx.teardown_timeout) as budget:
+            budget.shield = True
+            await cleanup()
 
     def _in_own_task(self) -> bool:
         """Whether the current task is the host task or runs in a nursery below it (waiting

@@ -290,7 +290,9 @@ class Session:
             raise TypeError(f"event type must be a non-empty str, got {type!r}")
         snapshot, payload = _prepare(type, data)
         event = SessionEvent(len(self._events), type, time.time(), snapshot)
-        if payload is not None:
+        # Chunks are the most numerous events and the least read: the log keeps their JSON only
+        # (``payload`` structures it on demand), not a second copy as objects (#17).
+        if payload is not None and type != "assistant/chunk":
             prime_payload(event, payload)
         self._commit(event)
         self._publish(event)
