@@ -104,6 +104,8 @@ class AgentHost:
                         try:  # stop the agent's tasks
                             await self._driver.run()
                         finally:
+                            # While still registered: what those tasks own (sub-agents)
+                            # closes before the agent does.
                             await self._shielded(fiber.stop_tasks)
                     finally:
                         self._control.mark_disposed()
