@@ -429,6 +429,56 @@ async def test_leaving_early_closes_the_adapter(lctx: Context) -> None:
     assert tracked.events == ["open", "closed"]
 
 
+class SlowClose:
+    """A pump-guarded adapter whose close waits for ``release`` and records how it ended."""
+
+    name = "slow-close"
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.close: str | None = None
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, request: GenerateRequest
+    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
+        send, receive = trio.open_memory_channel[StreamChunk](4)
+        send.send_nowait(TextDelta(0, "a"))
+        send.send_nowait(Finish("stop"))
+        try:
+            yield receive
+        finally:
+            try:
+                await self.release.wait()
+            except trio.Cancelled:
+                self.close = "cancelled"
+                raise
+            self.close = "clean"
+
+
+async def test_leaving_right_after_the_finish_lets_the_adapter_close(lctx: Context) -> None:
+    # The loop stops reading at the Finish (nothing follows it): that is not leaving early, so
+    # the adapter's close runs to its end as it would for a reader that waited for the end.
+    adapter = SlowClose()
+    lctx.llm.register(adapter)
+    seen: list[StreamChunk] = []
+
+    async def release_when_blocked() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        adapter.release.set()
+
+    with assert_no_leaked_tasks():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(release_when_blocked)
+            async with lctx.llm.stream(make_request(provider="slow-close")) as chunks:
+                async for chunk in chunks:
+                    seen.append(chunk)
+                    if isinstance(chunk, Finish):
+                        break
+    assert seen == [TextDelta(0, "a"), Finish("stop")]
+    assert adapter.close == "clean"
+
+
 async def test_cancelling_the_caller_scope_raises_cancelled(lctx: Context) -> None:
     tracked = Tracking(ScriptedAdapter(responses=[hang("partial")]))
     lctx.llm.register(tracked)

@@ -20,6 +20,7 @@ from trio_agent.prompt import (
     SystemPrompt,
 )
 from trio_agent.runtime import Context, InactiveContextError, PluginConfigError
+from trio_agent.testing import count_schedule_points
 
 Next = Callable[[], Awaitable[Any]]
 
@@ -311,3 +312,22 @@ async def test_assemble_waterfall_must_return_an_assembly(
 async def test_assemble_is_a_checkpoint(prompt: SystemPrompt) -> None:
     with trio.testing.assert_checkpoints():
         await prompt.assemble()
+
+
+async def test_assemble_without_its_checkpoint_yields_only_where_a_provider_does(
+    prompt: SystemPrompt,
+) -> None:
+    prompt.section("plain", "text")
+    with count_schedule_points() as yields:
+        assembly = await prompt.assemble(checkpoint=False)
+    assert yields.steps == 0  # a cancellation point (the waterfall), never a schedule point
+    assert [section.name for section in assembly.sections] == ["plain"]
+
+    async def slow(agent: object) -> str:
+        await trio.lowlevel.checkpoint()
+        return "later"
+
+    prompt.section("slow", slow)
+    with count_schedule_points() as yields_of_slow:
+        await prompt.assemble(checkpoint=False)
+    assert yields_of_slow.steps == 1

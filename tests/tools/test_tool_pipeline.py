@@ -15,6 +15,7 @@ from tools_helpers import echo, invocation, make_agent
 from trio_agent.ids import CallId
 from trio_agent.llm import Message, TextBlock, ToolResult
 from trio_agent.runtime import Context
+from trio_agent.testing import count_schedule_points
 from trio_agent.tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
@@ -614,6 +615,28 @@ async def test_already_cancelled_caller(ctx: Context, tools: ToolRegistry) -> No
 async def test_execute_is_a_checkpoint(tools: ToolRegistry) -> None:
     with trio.testing.assert_checkpoints():
         await tools.execute(invocation("missing"))
+
+
+async def test_execute_without_its_checkpoint_yields_only_where_the_body_does(
+    tools: ToolRegistry,
+) -> None:
+    @tool
+    async def instant() -> str:
+        return "done"
+
+    @tool
+    async def yielding() -> str:
+        await trio.lowlevel.checkpoint()
+        return "done"
+
+    tools.register(instant)
+    tools.register(yielding)
+    with count_schedule_points() as yields:
+        result = await tools.execute(invocation("instant"), checkpoint=False)
+    assert yields.steps == 0 and not result.is_error
+    with count_schedule_points() as yields_of_slow:
+        await tools.execute(invocation("yielding"), checkpoint=False)
+    assert yields_of_slow.steps == 1
 
 
 async def test_events_are_aimed_at_the_agent_scope(ctx: Context, tools: ToolRegistry) -> None:

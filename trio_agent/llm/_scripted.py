@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeAlias, final
 
 import attrs
@@ -288,25 +288,39 @@ class ScriptedAdapter:
         self, request: GenerateRequest
     ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
         """Play the next scripted response (see the class docstring)."""
-        return self._stream(request)
+        return _ScriptedStream(self, request)
 
-    @contextlib.asynccontextmanager
-    async def _stream(
-        self, request: GenerateRequest
-    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
-        await trio.lowlevel.checkpoint()
+    def _play(self, request: GenerateRequest) -> Playback:
         self.requests.append(request)
         if not self.responses:
             raise ScriptExhaustedError(self.name, self._served)
         self._served += 1
         response = _resolve(self.responses.popleft(), request)
-        channel = Playback(
+        return Playback(
             response.chunks(), delay=self.delay, hang=response.hang, error=response.error
         )
-        try:
-            yield channel
-        finally:
-            channel.close()
+
+
+@final
+class _ScriptedStream:
+    """One :meth:`ScriptedAdapter.stream` call: a class, not a generator-based context manager
+    (the loop opens one per step, #17)."""
+
+    __slots__ = ("_adapter", "_channel", "_request")
+
+    def __init__(self, adapter: ScriptedAdapter, request: GenerateRequest) -> None:
+        self._adapter = adapter
+        self._request = request
+        self._channel: Playback | None = None
+
+    async def __aenter__(self) -> Playback:
+        await trio.lowlevel.checkpoint()
+        self._channel = self._adapter._play(self._request)
+        return self._channel
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._channel is not None:
+            self._channel.close()
 
 
 @final

@@ -501,18 +501,20 @@ async def _guarded(
     """
     send, receive = trio.open_memory_channel[StreamChunk](_READ_AHEAD)
     body_error: BaseException | None = None
+    pump = _Pump(adapter, request, send, redactor)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                _pump, adapter, request, send, redactor, name=f"llm stream {_adapter_name(adapter)}"
-            )
+            nursery.start_soon(pump.run, name=f"llm stream {_adapter_name(adapter)}")
             with receive:
                 try:
                     yield receive
                 except BaseException as exc:
                     body_error = exc
                     raise
-            nursery.cancel_scope.cancel()
+            if not pump.finished:
+                nursery.cancel_scope.cancel()
+            # else: a consumer that left after the Finish lets the pump close the adapter, as
+            # reading on to the end of the channel would have (the loop stops at the Finish).
     except BaseExceptionGroup as group:
         raise_single(group, body_error)
     finally:
@@ -533,54 +535,72 @@ async def _put(send: trio.MemorySendChannel[StreamChunk], chunk: StreamChunk) ->
     return True
 
 
-async def _pump(
-    adapter: LlmAdapter,
-    request: GenerateRequest,
-    send: trio.MemorySendChannel[StreamChunk],
-    redactor: Redactor | None = None,
-) -> None:
-    with send:
-        usage: UsageChunk | None = None
-        finish: Finish | None = None
-        try:
-            async with adapter.stream(request) as chunks:
-                async for chunk in chunks:
-                    if isinstance(chunk, _DELTA_TYPES):
-                        if not await _put(send, chunk):
-                            return
-                    elif isinstance(chunk, UsageChunk):
-                        usage = chunk
-                    elif isinstance(chunk, Finish):
-                        finish = _redacted(_final(chunk), redactor)
-                        # Deliver the end now; the adapter is closed while the consumer reads it.
-                        if usage is not None and not await _put(send, usage):
-                            return
-                        await _put(send, finish)
-                        break
-                    else:
-                        raise TypeError(
-                            f"the stream yielded {type(chunk).__name__}; adapters must yield "
-                            "StreamChunk values"
-                        )
-        except Exception as exc:
-            if finish is not None:
-                logger.warning(
-                    "LLM adapter %r failed while closing a finished stream; the finish stands",
-                    _adapter_name(adapter),
-                    exc_info=exc,
+@final
+class _Pump:
+    """Reads the adapter's stream into the consumer's channel; ``finished`` once the final
+    chunk is queued."""
+
+    __slots__ = ("_adapter", "_redactor", "_request", "_send", "finished")
+
+    def __init__(
+        self,
+        adapter: LlmAdapter,
+        request: GenerateRequest,
+        send: trio.MemorySendChannel[StreamChunk],
+        redactor: Redactor | None,
+    ) -> None:
+        self._adapter = adapter
+        self._request = request
+        self._send = send
+        self._redactor = redactor
+        self.finished = False
+
+    async def run(self) -> None:
+        adapter, redactor, send = self._adapter, self._redactor, self._send
+        with send:
+            usage: UsageChunk | None = None
+            finish: Finish | None = None
+            try:
+                async with adapter.stream(self._request) as chunks:
+                    async for chunk in chunks:
+                        if isinstance(chunk, _DELTA_TYPES):
+                            if not await _put(send, chunk):
+                                return
+                        elif isinstance(chunk, UsageChunk):
+                            usage = chunk
+                        elif isinstance(chunk, Finish):
+                            finish = _redacted(_final(chunk), redactor)
+                            # Deliver the end now; the adapter is closed while the consumer
+                            # reads it.
+                            if usage is not None and not await _put(send, usage):
+                                return
+                            self.finished = await _put(send, finish)
+                            break
+                        else:
+                            raise TypeError(
+                                f"the stream yielded {type(chunk).__name__}; adapters must "
+                                "yield StreamChunk values"
+                            )
+            except Exception as exc:
+                if finish is not None:
+                    logger.warning(
+                        "LLM adapter %r failed while closing a finished stream; the finish stands",
+                        _adapter_name(adapter),
+                        exc_info=exc,
+                    )
+                    return
+                finish = _redacted(_finish_for(_failure_of(exc, adapter)), redactor)
+            else:
+                if finish is not None:
+                    return
+                finish = Finish(
+                    "error",
+                    LlmFailure(
+                        "STREAM_CLOSED",
+                        f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a "
+                        "finish",
+                    ),
                 )
+            if usage is not None and not await _put(send, usage):
                 return
-            finish = _redacted(_finish_for(_failure_of(exc, adapter)), redactor)
-        else:
-            if finish is not None:
-                return
-            finish = Finish(
-                "error",
-                LlmFailure(
-                    "STREAM_CLOSED",
-                    f"the stream of LLM adapter {_adapter_name(adapter)!r} ended without a finish",
-                ),
-            )
-        if usage is not None and not await _put(send, usage):
-            return
-        await _put(send, finish)
+            self.finished = await _put(send, finish)

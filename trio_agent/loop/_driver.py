@@ -66,6 +66,7 @@ from ..agent import (
 )
 from ..llm import (
     BlockAssembler,
+    Finish,
     FinishReason,
     GenerateRequest,
     LlmCallConfig,
@@ -310,7 +311,8 @@ class Driver:
         agent = self.agent
         self.drain_steering(turn, step=None)
         self.log_injected(turn, step=None)
-        assembly = await self.prompt.assemble(agent)
+        # The model stream below is the step's next checkpoint (#17: one schedule point less).
+        assembly = await self.prompt.assemble(agent, checkpoint=False)
         system = self.prompt.render(assembly) or None
         prefix = await self.session_prefix()
         await self.ctx.serial("agent/pre-step", PreStep(agent, turn.number, step.number, prefix))
@@ -425,7 +427,12 @@ class Driver:
             append = self.session.append
             feed = assembler.feed
             number, step_number = turn.number, step.number
-            async for chunk in chunks:
+            receive = chunks.receive
+            while True:
+                try:
+                    chunk = await receive()
+                except trio.EndOfChannel:  # never, while ctx.llm keeps its contract
+                    break
                 append(AssistantChunk(turn=number, step=step_number, chunk=chunk))
                 # Build the notification only when someone listens (#17).
                 if ctx.hears("agent/stream-chunk"):
@@ -434,6 +441,10 @@ class Driver:
                         StreamChunkReceived(self.agent, number, step_number, chunk),
                     )
                 feed(chunk)
+                if isinstance(chunk, Finish):
+                    # Nothing follows a Finish (ctx.llm's contract): leave without the
+                    # end-of-channel receive and its schedule point (#17).
+                    break
         return assembler
 
     async def step_result(self, turn: TurnState, step: StepState, message: Message) -> Message:

@@ -94,7 +94,9 @@ class ToolCallRunner:
             if len(group) == 1:
                 slot = group[0]
                 self._start(turn, step, slot)
-                self._commit(turn, step, slot, await self._execute(turn, step, slot))
+                # The model's stream has just checkpointed: the message's first call need not.
+                result = await self._execute(turn, step, slot, checkpoint=slot is not slots[0])
+                self._commit(turn, step, slot, result)
             else:
                 await self._run_group(turn, step, group)
 
@@ -158,7 +160,9 @@ class ToolCallRunner:
         if failures:
             raise failures[0]
 
-    async def _execute(self, turn: TurnState, step: StepState, slot: CallSlot) -> ToolResult:
+    async def _execute(
+        self, turn: TurnState, step: StepState, slot: CallSlot, *, checkpoint: bool = True
+    ) -> ToolResult:
         """Run the slot's call and keep its result there.
 
         Raises:
@@ -175,7 +179,7 @@ class ToolCallRunner:
             on_approval=functools.partial(self._log_approval, turn.number, step.number),
         )
         try:
-            slot.result = await self._tools.execute(invocation)
+            slot.result = await self._tools.execute(invocation, checkpoint=checkpoint)
         except Exception:
             slot.result = aborted_result(call.id, started=False)
             raise

@@ -153,16 +153,21 @@ class SystemPrompt(Service, name="system_prompt"):
 
     # --- assembly -------------------------------------------------------------------------
 
-    async def assemble(self, agent: AgentLike | None = None) -> PromptAssembly:
+    async def assemble(
+        self, agent: AgentLike | None = None, *, checkpoint: bool = True
+    ) -> PromptAssembly:
         """Resolve the sections, variables and tools ``agent`` sees, then run
         ``system-prompt/assemble``; its result is authoritative.
 
         Shadowing is decided before providers run: a shadowed provider is never called. Tool
         schemas come from the ``tools`` service when one is mounted (sorted by name). Every
-        call returns fresh objects. A raising provider or listener propagates. Always a
-        checkpoint.
+        call returns fresh objects. A raising provider or listener propagates. A checkpoint,
+        unless ``checkpoint=False``: for a caller that reaches a checkpoint right after anyway
+        (the loop's step, which streams the model next), the call then yields only where a
+        provider or listener does.
         """
-        await trio.lowlevel.checkpoint()
+        if checkpoint:
+            await trio.lowlevel.checkpoint()
         scope = None if agent is None else agent.ctx.scope
         sections = []
         for entry in sorted(self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)):

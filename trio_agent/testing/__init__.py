@@ -4,7 +4,8 @@ fake OpenAI server, a persistence backend kit and a task-leak check.
 Use :class:`ScriptedAdapter` with the response builders (:func:`text`, :func:`tool_call`,
 :func:`max_tokens`, :func:`error`, :func:`hang` ...) to drive an agent without a network,
 :func:`open_fake_openai_server` to test HTTP-level behaviour against real sockets, and
-:func:`assert_no_leaked_tasks` to prove that closing what you built leaves no task running.
+:func:`assert_no_leaked_tasks` to prove that closing what you built leaves no task running,
+and :func:`count_schedule_points` to pin how often a hot path yields to the scheduler.
 
 For persistence: :class:`FaultyBackend` wraps any backend and fails, holds or loses the sync of
 chosen writes; :class:`BackendConformance` (or :func:`check_backend`) is the test suite every
@@ -63,6 +64,8 @@ from ._openai_server import sse_response as sse_response
 from ._openai_server import sse_text as sse_text
 from ._openai_server import sse_tool_call as sse_tool_call
 from ._openai_server import sse_usage as sse_usage
+from ._yields import ScheduleCount as ScheduleCount
+from ._yields import count_schedule_points as count_schedule_points
 
 __all__ = [
     "DROP",
@@ -78,6 +81,7 @@ __all__ = [
     "JsonResponse",
     "Pause",
     "RecordedRequest",
+    "ScheduleCount",
     "ScriptItem",
     "ScriptedAdapter",
     "ScriptedProvider",
@@ -91,6 +95,7 @@ __all__ = [
     "assert_no_leaked_tasks",
     "check_backend",
     "completion_chunk",
+    "count_schedule_points",
     "echo_key_response",
     "error",
     "error_response",

@@ -304,7 +304,7 @@ class ToolRegistry(Service, name="tools"):
 
     # --- execution ------------------------------------------------------------------------
 
-    async def execute(self, invocation: ToolInvocation) -> ToolResult:
+    async def execute(self, invocation: ToolInvocation, *, checkpoint: bool = True) -> ToolResult:
         """Run one tool call through the pipeline and return its result.
 
         ``tools/pre-execute`` (Allow / Deny / Ask → ``approval``) → guards → ``tools/execute``
@@ -321,7 +321,9 @@ class ToolRegistry(Service, name="tools"):
 
         Cancellation: if the calling scope is cancelled, :class:`trio.Cancelled` propagates;
         ``tools/result`` first records ``ABORTED`` (the body had started) or
-        ``ABORTED_BEFORE_DISPATCH``. Always a checkpoint.
+        ``ABORTED_BEFORE_DISPATCH``. A checkpoint before the pipeline starts, unless
+        ``checkpoint=False`` (for a caller that has just passed one: the loop, right after the
+        model's stream); the call then yields only where a stage or the body does.
         """
         agent = invocation.agent
         scope = _scope_of(agent)
@@ -336,7 +338,8 @@ class ToolRegistry(Service, name="tools"):
         )
         call = _Call(execution, scope, parsed, invocation.before_effects, invocation.on_approval)
         try:
-            await trio.lowlevel.checkpoint()
+            if checkpoint:
+                await trio.lowlevel.checkpoint()
             result = await self._pipeline(call)
         except BaseException:
             self._publish(call, aborted_result(invocation.call_id, call.started))
