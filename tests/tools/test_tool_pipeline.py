@@ -32,6 +32,7 @@ from trio_agent.tools import (
     Denied,
     Deny,
     PostExecute,
+    Tool,
     ToolCallContext,
     ToolExecution,
     ToolRegistry,
@@ -119,6 +120,28 @@ async def test_execution_payload(ctx: Context, tools: ToolRegistry) -> None:
 
     await tools.execute(invocation("nope", "not json"))
     assert seen[-1].tool is None and seen[-1].parsed_arguments is None  # unknown names see policy
+
+
+async def test_stages_see_the_arguments_as_the_call_began(
+    ctx: Context, tools: ToolRegistry
+) -> None:
+    # The payload is built lazily when nobody listens (#17); with a listener it is taken
+    # before the body runs, so a body that mutates its (unvalidated) dict changes nothing.
+    async def body(arguments: Any, call: Any) -> str:
+        arguments["text"] = "mutated by the body"
+        return "done"
+
+    tools.register(Tool("mutating", "Mutates its arguments.", {"type": "object"}, body))
+    seen: list[PostExecute] = []
+
+    async def post(payload: PostExecute, next: Next) -> Any:
+        seen.append(payload)
+        return await next()
+
+    ctx.on("tools/post-execute", post)
+    await tools.execute(invocation("mutating", '{"text": "hi"}'))
+    (payload,) = seen
+    assert payload.execution.parsed_arguments == {"text": "hi"}
 
 
 async def test_deny_skips_guards_and_body_but_not_post_execute(

@@ -315,11 +315,17 @@ class Driver:
         assembly = await self.prompt.assemble(agent, checkpoint=False)
         system = self.prompt.render(assembly) or None
         prefix = await self.session_prefix()
-        await self.ctx.serial("agent/pre-step", PreStep(agent, turn.number, step.number, prefix))
+        ctx = self.ctx
+        # Unheard hooks cost their cancellation point only: no payload, no closure (#17).
+        if ctx.hears("agent/pre-step"):
+            await ctx.serial("agent/pre-step", PreStep(agent, turn.number, step.number, prefix))
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         history = self.session.derive_messages()
         self.session.append(StepStart(turn=turn.number, step=step.number))
         step.opened = True
-        self.ctx.emit("agent/step-start", StepStarted(agent, turn.number, step.number))
+        if ctx.hears("agent/step-start"):
+            ctx.emit("agent/step-start", StepStarted(agent, turn.number, step.number))
 
         message, usage, finish = await self.request(
             turn, step, system, assembly.tools, prefix, history
@@ -403,6 +409,9 @@ class Driver:
     async def request_config(self, turn: TurnState, step: StepState) -> LlmCallConfig:
         """``agent/request`` on the seed config."""
         seed = self.seed_config()
+        if not self.ctx.hears("agent/request"):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return seed
 
         async def keep_seed() -> LlmCallConfig:
             return seed
@@ -449,40 +458,50 @@ class Driver:
 
     async def step_result(self, turn: TurnState, step: StepState, message: Message) -> Message:
         """``agent/step-result``, then tool-call ids made unique (what the log records)."""
+        if self.ctx.hears("agent/step-result"):
 
-        async def keep() -> Message:
-            return message
+            async def keep() -> Message:
+                return message
 
-        result = await self.ctx.waterfall(
-            "agent/step-result", StepResult(self.agent, turn.number, step.number, message), keep
-        )
-        if not isinstance(result, Message):
-            raise TypeError(f"agent/step-result listener returned {result!r}; expected a Message")
+            result = await self.ctx.waterfall(
+                "agent/step-result", StepResult(self.agent, turn.number, step.number, message), keep
+            )
+            if not isinstance(result, Message):
+                raise TypeError(
+                    f"agent/step-result listener returned {result!r}; expected a Message"
+                )
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            result = message
         return unique_call_ids(result, turn=turn.number, step=step.number)
 
     async def continuation(
         self, turn: TurnState, step: StepState, message: Message, finish: str
     ) -> bool:
         """Steering drain, ``agent/turn-continuation`` and ``agent/turn-stop``."""
-        agent = self.agent
+        agent, ctx = self.agent, self.ctx
         steered = self.drain_steering(turn, step=step.number)
         default = ContinuationDecision("continue" if step.wants_more(finish) else "stop")
+        if ctx.hears("agent/turn-continuation"):
 
-        async def keep_default() -> ContinuationDecision:
-            return default
+            async def keep_default() -> ContinuationDecision:
+                return default
 
-        decision = await self.ctx.waterfall(
-            "agent/turn-continuation",
-            TurnContinuation(
-                agent, turn.number, step.number, message, tuple(step.results), default
-            ),
-            keep_default,
-        )
-        if not isinstance(decision, ContinuationDecision):
-            raise TypeError(
-                f"agent/turn-continuation listener returned {decision!r}; expected a "
-                "ContinuationDecision"
+            decision = await ctx.waterfall(
+                "agent/turn-continuation",
+                TurnContinuation(
+                    agent, turn.number, step.number, message, tuple(step.results), default
+                ),
+                keep_default,
             )
+            if not isinstance(decision, ContinuationDecision):
+                raise TypeError(
+                    f"agent/turn-continuation listener returned {decision!r}; expected a "
+                    "ContinuationDecision"
+                )
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            decision = default
         if decision.action == "continue" and decision.reason:
             note = Message.user(decision.reason, source="steering")
             self.session.append(
@@ -496,7 +515,10 @@ class Driver:
             # The step's tool calls are answered already; the turn ends max-steps.
             turn.max_steps = True
             continuing = False
-        stop = await self.ctx.serial(
+        if not ctx.hears("agent/turn-stop"):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return continuing
+        stop = await ctx.serial(
             "agent/turn-stop", TurnStop(agent, turn.number, step.number, continuing)
         )
         if stop is not None:
@@ -529,7 +551,8 @@ class Driver:
         self.tools.close(turn, step)
         self.log_step_contexts(turn, step)
         self.session.append(StepEnd(turn=turn.number, step=step.number))
-        self.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
+        if self.ctx.hears("agent/step-end"):
+            self.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
 
     # --- logging helpers --------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, NoReturn, TypeVar, final
 
 import attrs
@@ -91,18 +91,70 @@ class _Restriction:
 
 
 @final
-@attrs.define(eq=False)
 class _Call:
-    """One execution in flight: what the stages share."""
+    """One execution in flight: what the stages share.
 
-    execution: ToolExecution
-    scope: Scope | None
-    parsed: dict[str, Any] | str
-    before_effects: Callable[[], Awaitable[None]] | None = None
-    on_approval: Callable[[ApprovalNotice], None] | None = None
-    started: bool = False
-    #: What ``before_effects`` raised: the body did not run, and ``execute`` re-raises it.
-    hook_failure: Exception | None = None
+    The :class:`ToolExecution` payload (with its private copy of the parsed arguments) is built
+    only when a stage listener or a guard exists: a call nobody listens to or guards never
+    builds it (#17).
+    """
+
+    __slots__ = (
+        "_execution",
+        "before_effects",
+        "call_id",
+        "hook_failure",
+        "invocation",
+        "name",
+        "on_approval",
+        "parsed",
+        "scope",
+        "started",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        invocation: ToolInvocation,
+        tool: Tool | None,
+        scope: Scope | None,
+        parsed: dict[str, Any] | str,
+    ) -> None:
+        self.invocation = invocation
+        self.call_id = invocation.call_id
+        self.name = invocation.name
+        self.tool = tool
+        self.scope = scope
+        self.parsed = parsed
+        self.before_effects = invocation.before_effects
+        self.on_approval = invocation.on_approval
+        self.started = False
+        #: What ``before_effects`` raised: the body did not run, and ``execute`` re-raises it.
+        self.hook_failure: Exception | None = None
+        self._execution: ToolExecution | None = None
+
+    def build_execution(self) -> None:
+        invocation, parsed = self.invocation, self.parsed
+        self._execution = ToolExecution(
+            call_id=invocation.call_id,
+            name=invocation.name,
+            arguments=invocation.arguments,
+            parsed_arguments=copy_json_object(parsed) if isinstance(parsed, dict) else None,
+            agent=invocation.agent,
+            tool=self.tool,
+        )
+
+    @property
+    def execution(self) -> ToolExecution:
+        """The stages' payload (built by ``execute`` whenever a stage or guard may see it)."""
+        if self._execution is None:
+            self.build_execution()
+        assert self._execution is not None
+        return self._execution
+
+
+#: The events whose listeners see a call's :class:`ToolExecution`.
+_STAGES = ("tools/pre-execute", "tools/execute", "tools/post-execute", "tools/result")
 
 
 class _StageFailed(Exception):
@@ -325,18 +377,13 @@ class ToolRegistry(Service, name="tools"):
         ``checkpoint=False`` (for a caller that has just passed one: the loop, right after the
         model's stream); the call then yields only where a stage or the body does.
         """
-        agent = invocation.agent
-        scope = _scope_of(agent)
+        scope = _scope_of(invocation.agent)
         parsed = parse_arguments_text(invocation.arguments)
-        execution = ToolExecution(
-            call_id=invocation.call_id,
-            name=invocation.name,
-            arguments=invocation.arguments,
-            parsed_arguments=copy_json_object(parsed) if isinstance(parsed, dict) else None,
-            agent=agent,
-            tool=self._view(scope).get(invocation.name),
-        )
-        call = _Call(execution, scope, parsed, invocation.before_effects, invocation.on_approval)
+        call = _Call(invocation, self._view(scope).get(invocation.name), scope, parsed)
+        hears = self.ctx.hears
+        if self._guards or any(hears(stage) for stage in _STAGES):
+            # Built before the body runs: listeners see the arguments as the call began.
+            call.build_execution()
         try:
             if checkpoint:
                 await trio.lowlevel.checkpoint()
@@ -357,33 +404,37 @@ class ToolRegistry(Service, name="tools"):
                 if call.hook_failure is not None:  # even if a listener made up a result
                     raise call.hook_failure
             else:
-                result = error_result(call.execution.call_id, DENIED, reason)
+                result = error_result(call.call_id, DENIED, reason)
             return await self._post_execute(call, result)
         except _StageFailed as failed:
             return failed.result
 
     def _publish(self, call: _Call, result: ToolResult) -> None:
-        self.ctx.emit("tools/result", ToolResultNotice(call.execution, result), target=call.scope)
+        if self.ctx.hears("tools/result"):  # the notice is built only when heard (#17)
+            self.ctx.emit(
+                "tools/result", ToolResultNotice(call.execution, result), target=call.scope
+            )
 
     def _fail(self, call: _Call, stage: str, problem: str | Exception) -> NoReturn:
         if isinstance(problem, Exception):
             logger.error(
                 "%s failed for tool call %s (%s)",
                 stage,
-                call.execution.call_id,
-                call.execution.name,
+                call.call_id,
+                call.name,
                 exc_info=problem,
             )
             problem = f"{type(problem).__name__}: {problem}"
-        raise _StageFailed(
-            error_result(call.execution.call_id, TOOL_ERROR, f"{stage} failed: {problem}")
-        )
+        raise _StageFailed(error_result(call.call_id, TOOL_ERROR, f"{stage} failed: {problem}"))
 
     # --- stages ---------------------------------------------------------------------------
 
     async def _pre_execute(self, call: _Call) -> str | None:
         """Run the policy; return a deny reason, or None when the call may proceed."""
         stage = "tools/pre-execute"
+        if not self.ctx.hears(stage):  # unheard: the cancellation point only (#17)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return None
         try:
             decision = await self.ctx.waterfall(stage, call.execution, _allow, target=call.scope)
         except Exception as exc:
@@ -391,7 +442,7 @@ class ToolRegistry(Service, name="tools"):
         if isinstance(decision, Allow):
             return None
         if isinstance(decision, Deny):
-            return decision.reason or f'tool "{call.execution.name}" was denied by policy'
+            return decision.reason or f'tool "{call.name}" was denied by policy'
         if isinstance(decision, Ask):
             return await self._ask(call, decision.reason)
         self._fail(
@@ -445,7 +496,7 @@ class ToolRegistry(Service, name="tools"):
             if verdict is None:
                 continue
             if isinstance(verdict, str):
-                return verdict or f'tool "{call.execution.name}" was denied by a guard'
+                return verdict or f'tool "{call.name}" was denied by a guard'
             if inspect.isawaitable(verdict):
                 close = getattr(verdict, "close", None)
                 if close is not None:
@@ -457,19 +508,28 @@ class ToolRegistry(Service, name="tools"):
 
     async def _execute(self, call: _Call) -> ToolResult:
         stage = "tools/execute"
-        dispatch = functools.partial(self._dispatch, call)
         try:
-            result = await self.ctx.waterfall(stage, call.execution, dispatch, target=call.scope)
+            if self.ctx.hears(stage):
+                dispatch = functools.partial(self._dispatch, call)
+                result = await self.ctx.waterfall(
+                    stage, call.execution, dispatch, target=call.scope
+                )
+            else:  # unheard: the cancellation point, then the dispatch itself (#17)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                result = await self._dispatch(call)
         except Exception as exc:
             if exc is call.hook_failure:
                 raise
             self._fail(call, stage, exc)
         if not isinstance(result, ToolResult):
             self._fail(call, stage, f"a listener returned {result!r}; expected a ToolResult")
-        return _with_call_id(result, call.execution.call_id)
+        return _with_call_id(result, call.call_id)
 
     async def _post_execute(self, call: _Call, result: ToolResult) -> ToolResult:
         stage = "tools/post-execute"
+        if not self.ctx.hears(stage):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return result
         payload = PostExecute(call.execution, result)
         try:
             decision = await self.ctx.waterfall(stage, payload, _accept, target=call.scope)
@@ -481,9 +541,7 @@ class ToolRegistry(Service, name="tools"):
             return attrs.evolve(result, content=decision.content)
         if isinstance(decision, Block):
             feedback = decision.feedback or "tool result blocked by post-execute policy"
-            return ToolResult(
-                call.execution.call_id, (TextBlock(feedback),), is_error=True, code=DENIED
-            )
+            return ToolResult(call.call_id, (TextBlock(feedback),), is_error=True, code=DENIED)
         self._fail(
             call, stage, f"a listener returned {decision!r}; expected Accept() or Block(feedback)"
         )
@@ -491,8 +549,7 @@ class ToolRegistry(Service, name="tools"):
     # --- dispatch (the innermost tools/execute) -------------------------------------------
 
     async def _dispatch(self, call: _Call) -> ToolResult:
-        execution = call.execution
-        call_id, name = execution.call_id, execution.name
+        call_id, name = call.call_id, call.name
         view = self._view(call.scope)
         tool = view.get(name)
         if tool is None:
@@ -507,7 +564,7 @@ class ToolRegistry(Service, name="tools"):
             return error_result(
                 call_id, INVALID_ARGS, f'invalid arguments for tool "{name}": {exc}'
             )
-        context = ToolCallContext(call_id, name, execution.agent)
+        context = ToolCallContext(call_id, name, call.invocation.agent)
         timeout = math.inf if tool.timeout is None else tool.timeout
         if call.before_effects is not None and not tool.read_only:
             try:
