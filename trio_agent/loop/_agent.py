@@ -48,7 +48,7 @@ class ReactLoopAgent:
         ctx: Context,
         options: AgentOptions,
         source: Literal["startup", "resume"],
-        seed_config: Callable[[AgentOptions], LlmCallConfig],
+        seed_config: Callable[[], LlmCallConfig],
         max_parallel_tool_calls: int,
     ) -> None:
         """Internal: built by ``AgentLoop``, which publishes it through :meth:`start`."""
@@ -61,7 +61,7 @@ class ReactLoopAgent:
             self,
             self._control,
             source=source,
-            seed_config=lambda: seed_config(options),
+            seed_config=seed_config,
             max_parallel_tool_calls=max_parallel_tool_calls,
         )
         self._host = AgentHost(self, self._control, driver)

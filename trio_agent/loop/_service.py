@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -170,7 +171,7 @@ class AgentLoop(Service, name="agent_loop"):
                 ctx=scope,
                 options=options or AgentOptions(),
                 source=source,
-                seed_config=self.seed_config,
+                seed_config=self.seed_source(options or AgentOptions()),
                 max_parallel_tool_calls=self.config.max_parallel_tool_calls,
             )
         except BaseException:
@@ -312,6 +313,15 @@ class AgentLoop(Service, name="agent_loop"):
             )
 
     # --- per-agent facts --------------------------------------------------------------------
+
+    def seed_source(self, options: AgentOptions) -> Callable[[], LlmCallConfig]:
+        """What gives an agent's requests their seed config: computed once when a provider is
+        named (nothing it depends on can change), else at each request, because the registered
+        adapters decide (and a missing choice fails that request, not the agent's creation)."""
+        if options.provider or self.config.provider:
+            seed = self.seed_config(options)
+            return lambda: seed
+        return functools.partial(self.seed_config, options)
 
     def seed_config(self, options: AgentOptions) -> LlmCallConfig:
         """The model call config an agent starts each request from (before ``agent/request``)."""

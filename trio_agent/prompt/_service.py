@@ -171,12 +171,16 @@ class SystemPrompt(Service, name="system_prompt"):
         scope = None if agent is None else agent.ctx.scope
         sections = []
         for entry in sorted(self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)):
-            text = await _resolve(entry, "section", agent)
+            text = _resolve_now(entry, "section", agent)
+            if text is not None and not isinstance(text, str):
+                text = await _resolve_later(entry, "section", text)
             sections.append(PromptSection(entry.name, text or "", entry.order))
-        variables = {
-            entry.name: await _resolve(entry, "variable", agent)
-            for entry in self._effective(self._variables, scope)
-        }
+        variables: dict[str, str | None] = {}
+        for entry in self._effective(self._variables, scope):
+            value = _resolve_now(entry, "variable", agent)
+            if value is not None and not isinstance(value, str):
+                value = await _resolve_later(entry, "variable", value)
+            variables[entry.name] = value
         registry = self.ctx.get(_TOOLS)
         tools = () if registry is None else tuple(registry.schemas(agent))
         assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
@@ -211,19 +215,35 @@ class SystemPrompt(Service, name="system_prompt"):
         return render_prompt(assembly)
 
 
-async def _resolve(entry: _Entry, kind: str, agent: AgentLike | None) -> str | None:
+def _resolve_now(
+    entry: _Entry, kind: str, agent: AgentLike | None
+) -> str | Awaitable[object] | None:
+    """The entry's text, or the awaitable an async provider returned (for :func:`_resolve_later`);
+    a plain string or a sync provider costs no coroutine (#17)."""
     value = entry.value
     if isinstance(value, str):
         return value
     provider: Callable[[AgentLike | None], object] = value
     try:
         result = provider(agent)
-        if inspect.isawaitable(result):
-            awaitable: Awaitable[object] = result
-            result = await awaitable
     except Exception as exc:
         exc.add_note(f'while resolving prompt {kind} "{entry.name}" (registered by {entry.owner})')
         raise
+    if inspect.isawaitable(result):
+        return result
+    return _checked(entry, kind, result)
+
+
+async def _resolve_later(entry: _Entry, kind: str, pending: Awaitable[object]) -> str | None:
+    try:
+        result = await pending
+    except Exception as exc:
+        exc.add_note(f'while resolving prompt {kind} "{entry.name}" (registered by {entry.owner})')
+        raise
+    return _checked(entry, kind, result)
+
+
+def _checked(entry: _Entry, kind: str, result: object) -> str | None:
     if result is not None and not isinstance(result, str):
         raise PromptDefinitionError(
             f'the provider of prompt {kind} "{entry.name}" returned {type(result).__name__}; '
