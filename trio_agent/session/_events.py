@@ -59,6 +59,7 @@ __all__ = [
     "TurnStart",
     "TypedPayload",
     "UserMessageEvent",
+    "new_event",
     "prime_payload",
     "structure_payload",
 ]
@@ -136,6 +137,28 @@ class SessionEvent:
                 f"not a {cls.__name__}; check event.type before asking for a payload class"
             )
         return payload
+
+
+_new_object = object.__new__
+# The slots' own setters: an event built through them skips attrs' frozen ``__init__`` (one
+# bound ``object.__setattr__`` plus a call per field), the log's hottest allocation (#17).
+_set_seq, _set_type, _set_time, _set_data, _set_payload = (
+    SessionEvent.__dict__[name].__set__ for name in ("seq", "type", "time", "data", "_payload")
+)
+
+
+def new_event(
+    seq: int, type: str, time: float, data: dict[str, Any], payload: object = _UNSET
+) -> SessionEvent:
+    """``SessionEvent(seq, type, time, data)`` with ``payload`` primed (see
+    :func:`prime_payload`), built without attrs' ``__init__`` (package-internal)."""
+    event: SessionEvent = _new_object(SessionEvent)
+    _set_seq(event, seq)
+    _set_type(event, type)
+    _set_time(event, time)
+    _set_data(event, data)
+    _set_payload(event, payload)
+    return event
 
 
 def prime_payload(event: SessionEvent, payload: object) -> None:

@@ -32,6 +32,7 @@ from ._events import (
     StepStart,
     TurnStart,
     TypedPayload,
+    new_event,
     prime_payload,
     structure_payload,
 )
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["EventLog", "Session", "SessionAppended", "SessionSubscription"]
 
 _PAYLOAD_CLASS_SET = frozenset(EVENT_PAYLOADS.values())
+#: The event type of each core payload class (a lone ``append(payload)`` of one is a lookup).
+_TYPE_OF_CLASS: dict[type, str] = {cls: name for name, cls in EVENT_PAYLOADS.items()}
 
 #: ``emit(name, payload, target=scope)`` of the store's context.
 _Emit = Callable[..., None]
@@ -151,6 +154,8 @@ class Session:
     #: The store's callback, run once when the detach takes effect.
     _on_detached: Callable[[Session], None] | None = attrs.field(init=False, default=None)
     _lot: trio.lowlevel.ParkingLot = attrs.field(init=False, factory=trio.lowlevel.ParkingLot)
+    #: How many subscribers are parked in ``_lot`` (an int test per append, not a method call).
+    _parked: int = attrs.field(init=False, default=0)
 
     @_view.default
     def _make_view(self) -> EventLog:
@@ -274,7 +279,7 @@ class Session:
         """
         if data is _NO_DATA:
             data = type
-            type = _event_type_of(data)
+            type = _TYPE_OF_CLASS.get(data.__class__) or _event_type_of(data)
         if self._publishing:
             raise SessionReentrancyError(
                 f"session {self.id!r}: append({type!r}) was called while the previous append was "
@@ -289,20 +294,22 @@ class Session:
         if not isinstance(type, str) or not type:
             raise TypeError(f"event type must be a non-empty str, got {type!r}")
         snapshot, payload = _prepare(type, data)
-        event = SessionEvent(len(self._events), type, time.time(), snapshot)
         # Chunks are the most numerous events and the least read: the log keeps their JSON only
         # (``payload`` structures it on demand), not a second copy as objects (#17).
-        if payload is not None and type != "assistant/chunk":
-            prime_payload(event, payload)
-        self._commit(event)
+        if payload is None or type == "assistant/chunk":
+            event = new_event(len(self._events), type, time.time(), snapshot)
+        else:
+            event = new_event(len(self._events), type, time.time(), snapshot, payload)
+        self._commit(event, payload)
         self._publish(event)
         return event
 
-    def _commit(self, event: SessionEvent) -> None:
-        """Fold ``event`` into the bookkeeping and the projection, then store it."""
+    def _commit(self, event: SessionEvent, payload: object | None = None) -> None:
+        """Fold ``event`` into the bookkeeping and the projection, then store it (``payload``:
+        its typed payload when the caller holds it already)."""
         kind = event.type
         if kind == "turn/start":
-            turn = event.payload_as(TurnStart).turn
+            turn = (payload if type(payload) is TurnStart else event.payload_as(TurnStart)).turn
             self._last_turn = turn
             self._open_turn = turn
             self._open_step = None
@@ -310,7 +317,8 @@ class Session:
             self._open_turn = None
             self._open_step = None
         elif kind == "step/start":
-            self._open_step = event.payload_as(StepStart).step
+            step = payload if type(payload) is StepStart else event.payload_as(StepStart)
+            self._open_step = step.step
         elif kind == "step/end":
             self._open_step = None
         elif kind == "request/header":
@@ -324,13 +332,15 @@ class Session:
             typed.append(event)
 
     def _publish(self, event: SessionEvent) -> None:
+        if self._parked:
+            self._lot.unpark_all()  # reschedules the subscribers; runs none of their code
+        # The notification is built only when someone listens (#17); only a listener can
+        # re-enter, so only then is the append marked as publishing.
+        if self._emit is None or (self._hears is not None and not self._hears("session/event")):
+            return
         self._publishing = True
         try:
-            # The notification is built only when someone listens (#17).
-            if self._emit is not None and (self._hears is None or self._hears("session/event")):
-                self._emit("session/event", SessionAppended(self, event), target=self._scope)
-            if self._lot:
-                self._lot.unpark_all()
+            self._emit("session/event", SessionAppended(self, event), target=self._scope)
         finally:
             self._publishing = False
             if self._detach_pending:
@@ -503,7 +513,12 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
                 return event
             if session.detached:
                 raise trio.EndOfChannel
-            await session._lot.park()  # the session's own module: it unparks on append
+            # The session's own module: it unparks on append.
+            session._parked += 1
+            try:
+                await session._lot.park()
+            finally:
+                session._parked -= 1
 
     async def aclose(self) -> None:
         """Stop receiving; a task blocked in ``receive`` gets ``trio.ClosedResourceError``."""
