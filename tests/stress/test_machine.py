@@ -114,22 +114,25 @@ def test_replay_runs_operations_on_the_machine() -> None:
     assert replay(SwallowMachine, ops=SWALLOWED[:2], seed=1).sessions  # no cancel, no failure
 
 
-def no_aborted_turns(record: RunRecord) -> None:
+def no_finished_turns(record: RunRecord) -> None:
     for session in record.sessions:
-        assert "aborted" not in turn_end_reasons(session), "a turn was aborted"
+        assert not turn_end_reasons(session), "a turn ended"
 
 
-class NoAbortMachine(AgentStateMachine):
-    """A check of our own that any cancel breaks."""
+class NoTurnEndsMachine(AgentStateMachine):
+    """A check of our own that any finished turn breaks, so the search finds a failure in its
+    first examples whatever the loop's timing: this test is about the report, not the search
+    (the slow test below is about the search). A check that only a cancel landing mid-turn
+    breaks was found or not depending on how few schedule points a turn takes."""
 
-    checks = (no_aborted_turns,)
+    checks = (no_finished_turns,)
 
 
 def test_a_failing_example_prints_a_snippet_that_replays_it(stress: Any) -> None:
     # Shrinking is left out to keep this fast; the slow test below shows the shrunk form.
     with pytest.raises(StressFailure) as info:
         stress.run_machine(
-            NoAbortMachine,
+            NoTurnEndsMachine,
             max_examples=50,
             steps=20,
             phases=[Phase.generate],
@@ -137,8 +140,8 @@ def test_a_failing_example_prints_a_snippet_that_replays_it(stress: Any) -> None
             database=None,
         )
     failure = info.value
-    assert [v.invariant for v in failure.violations] == ["user:no_aborted_turns"]
-    assert "from test_machine import NoAbortMachine" in failure.snippet
+    assert [v.invariant for v in failure.violations] == ["user:no_finished_turns"]
+    assert "from test_machine import NoTurnEndsMachine" in failure.snippet
     with pytest.raises(StressFailure):
         exec(failure.snippet, {})
 
