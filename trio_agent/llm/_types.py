@@ -239,8 +239,17 @@ class FrozenMessages(Sequence[Message]):
     __slots__ = ()
 
 
+#: Classes known to be immutable message sequences: one set lookup per request instead of an
+#: isinstance test against the ``Sequence`` ABC (~1 µs, #17).
+_FROZEN_CLASSES: set[type] = {tuple}
+
+
 def _frozen_messages(messages: Sequence[Message]) -> Sequence[Message]:
+    cls = type(messages)
+    if cls in _FROZEN_CLASSES:
+        return messages
     if isinstance(messages, tuple | FrozenMessages):
+        _FROZEN_CLASSES.add(cls)
         return messages
     return tuple(messages)
 

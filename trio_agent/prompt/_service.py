@@ -229,6 +229,8 @@ def _resolve_now(
     except Exception as exc:
         exc.add_note(f'while resolving prompt {kind} "{entry.name}" (registered by {entry.owner})')
         raise
+    if result is None or type(result) is str:  # before the (slow) Awaitable ABC test
+        return result
     if inspect.isawaitable(result):
         return result
     return _checked(entry, kind, result)
