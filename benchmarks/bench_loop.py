@@ -219,7 +219,13 @@ _CONFIG = LlmCallConfig(provider="floor", model="floor")
 
 
 class _LatencyModel:
-    """Answers every request with one short text after ``trio.sleep(latency)``."""
+    """Answers every request with one short text after ``trio.sleep(latency)``.
+
+    Its stream runs no background task, so it says so (``streams_inline``) as the library's own
+    network adapter does: ``ctx.llm`` then reads it in the agent's task, with no pump task.
+    """
+
+    streams_inline = True
 
     def __init__(self, latency: float) -> None:
         self.name = "latency"

@@ -16,6 +16,7 @@ from trio_agent.llm import (
     BlockStart,
     Finish,
     ImageBlock,
+    LlmCallConfig,
     LlmFailure,
     Message,
     ReasoningBlock,
@@ -25,6 +26,7 @@ from trio_agent.llm import (
     ToolCallBlock,
     ToolCallDelta,
     ToolResult,
+    ToolSchema,
     Usage,
     UsageChunk,
 )
@@ -33,6 +35,7 @@ from trio_agent.session import (
     AssistantChunk,
     AssistantMessageEvent,
     JsonValueError,
+    RequestHeader,
     Session,
     SessionAppended,
     SessionHeader,
@@ -148,6 +151,27 @@ def _loop_payloads() -> list[object]:
                 turn=1, step=2, call_id=CallId("c1"), name="ls", arguments="{}", read_only=read_only
             )
         )
+    schema = ToolSchema(
+        "ls",
+        "List ✓",
+        {"type": "object", "properties": {"p": {"type": "string", "enum": ["a", "b"]}}},
+    )
+    for config in (
+        LlmCallConfig("openai", "gpt"),
+        LlmCallConfig("openai", "gpt", 100, 0.5, ("END",), "high"),
+        LlmCallConfig("openai", "gpt", temperature=1),  # type: ignore[arg-type]  # generic
+    ):
+        payloads.append(RequestHeader(turn=1, step=2, config=config))
+        payloads.append(
+            RequestHeader(
+                turn=1,
+                step=2,
+                config=config,
+                system="be brief",
+                tools=(schema, ToolSchema("none", "")),
+                prefix=tuple(_messages()),
+            )
+        )
     return payloads
 
 
@@ -239,11 +263,31 @@ async def test_the_loops_own_payloads_take_the_fast_path() -> None:
     slow = [
         e.type
         for e in events
-        if type(e.payload) in FAST_ENCODERS and FAST_ENCODERS[type(e.payload)](e.payload) is None
+        if type(e.payload) not in FAST_ENCODERS or FAST_ENCODERS[type(e.payload)](e.payload) is None
     ]
     assert slow == []
-    # request/header is the one core payload left to the generic path (logged when it changes)
-    assert {e.type for e in events if type(e.payload) not in FAST_ENCODERS} == {"request/header"}
+
+
+def test_a_request_header_is_not_shared_with_the_caller() -> None:
+    # Its tool schemas hold dicts: the log keeps its own copy, structured on first read.
+    parameters: dict[str, object] = {"type": "object", "properties": {}}
+    header = RequestHeader(
+        turn=1, step=1, config=LlmCallConfig("p", "m"), tools=(ToolSchema("t", "", parameters),)
+    )
+    session = _session()
+    event = session.append(header)
+    parameters["properties"] = {"changed": {}}
+    logged = event.payload_as(RequestHeader)
+    assert logged is not header and logged.tools[0].parameters["properties"] == {}
+    assert event.data["tools"][0]["parameters"]["properties"] == {}
+
+
+def test_a_request_header_that_is_not_json_is_still_rejected() -> None:
+    session = _session()
+    bad = ToolSchema("t", "", {"x": float("nan")})
+    with pytest.raises(JsonValueError, match=r'data\["tools"\]\[0\]'):
+        session.append(RequestHeader(turn=1, step=1, config=LlmCallConfig("p", "m"), tools=(bad,)))
+    assert len(session.events) == 0
 
 
 def test_an_append_nobody_hears_builds_no_notification() -> None:

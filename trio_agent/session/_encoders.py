@@ -4,12 +4,14 @@ Each encoder returns exactly what ``snapshot_json(_serde.unstructure(payload), "
 returns (same keys in the same order; tests pin it), checking the library's own values in
 place instead of unstructuring with cattrs and then copying the result again. Anything unusual
 (another block kind, a ``str`` subclass, a lone surrogate, a non-``int`` counter, an error)
-returns ``None``: the generic path then logs it or reports the problem. Every class here is
-frozen with nothing mutable inside, so the caller's payload can be kept as the typed payload.
+returns ``None``: the generic path then logs it or reports the problem. Every class here but
+those in :data:`UNSHARED` is frozen with nothing mutable inside, so the caller's payload can be
+kept as the typed payload.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,7 @@ from ..llm import (
     BlockEnd,
     BlockStart,
     Finish,
+    LlmCallConfig,
     Message,
     ReasoningBlock,
     ReasoningDelta,
@@ -25,12 +28,15 @@ from ..llm import (
     ToolCallBlock,
     ToolCallDelta,
     ToolResult,
+    ToolSchema,
     Usage,
     UsageChunk,
 )
+from ._errors import JsonValueError
 from ._events import (
     AssistantChunk,
     AssistantMessageEvent,
+    RequestHeader,
     StepEnd,
     StepStart,
     ToolCallEvent,
@@ -39,8 +45,9 @@ from ._events import (
     TurnStart,
     UserMessageEvent,
 )
+from ._json import snapshot_json
 
-__all__ = ["FAST_ENCODERS"]
+__all__ = ["FAST_ENCODERS", "UNSHARED"]
 
 _Snapshot = dict[str, Any]
 
@@ -283,6 +290,80 @@ def _tool_result(data: ToolResultEvent) -> _Snapshot | None:
     }
 
 
+def _request_header(data: RequestHeader) -> _Snapshot | None:
+    """A ``request/header``: logged once per agent and again whenever it changes."""
+    turn, step, system = data.turn, data.step, data.system
+    if type(turn) is not int or type(step) is not int:
+        return None
+    if not (system is None or _plain_str(system)):
+        return None
+    config = _call_config(data.config)
+    tools = _tools(data.tools)
+    if config is None or tools is None or type(data.prefix) is not tuple:
+        return None
+    prefix = []
+    for message in data.prefix:
+        encoded = _message(message)
+        if encoded is None:
+            return None
+        prefix.append(encoded)
+    return {
+        "turn": turn,
+        "step": step,
+        "config": config,
+        "system": system,
+        "tools": tools,
+        "prefix": prefix,
+    }
+
+
+def _call_config(config: object) -> _Snapshot | None:
+    if type(config) is not LlmCallConfig:
+        return None
+    provider, model, max_tokens = config.provider, config.model, config.max_tokens
+    temperature, stop, effort = config.temperature, config.stop, config.reasoning_effort
+    if not (_plain_str(provider) and _plain_str(model)):
+        return None
+    if not (max_tokens is None or type(max_tokens) is int):
+        return None
+    # A float is logged as given; anything else (an int temperature) takes the generic path.
+    if not (temperature is None or (type(temperature) is float and math.isfinite(temperature))):
+        return None
+    if not (effort is None or _plain_str(effort)):
+        return None
+    stops: list[str] | None = None
+    if stop is not None:
+        if type(stop) is not tuple or not all(_plain_str(item) for item in stop):
+            return None
+        stops = list(stop)
+    return {
+        "provider": provider,
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stop": stops,
+        "reasoning_effort": effort,
+    }
+
+
+def _tools(tools: object) -> list[_Snapshot] | None:
+    if type(tools) is not tuple:
+        return None
+    out: list[_Snapshot] = []
+    for schema in tools:
+        if type(schema) is not ToolSchema:
+            return None
+        name, description, parameters = schema.name, schema.description, schema.parameters
+        if not (_plain_str(name) and _plain_str(description)) or type(parameters) is not dict:
+            return None
+        try:
+            copied = snapshot_json(parameters, "parameters")  # validated and copied, one pass
+        except JsonValueError:
+            return None  # the generic path reports it, with the path from the payload's root
+        out.append({"name": name, "description": description, "parameters": copied})
+    return out
+
+
 #: Payload class -> its direct encoder (``None``: take the generic path).
 FAST_ENCODERS: dict[type, Callable[[Any], _Snapshot | None]] = {
     TurnStart: _counters,
@@ -294,4 +375,10 @@ FAST_ENCODERS: dict[type, Callable[[Any], _Snapshot | None]] = {
     AssistantMessageEvent: _assistant_message,
     ToolCallEvent: _tool_call,
     ToolResultEvent: _tool_result,
+    RequestHeader: _request_header,
 }
+
+#: Encoded payload classes that hold something mutable (a tool schema's parameters): the log
+#: keeps the snapshot and structures the typed payload from it on first read, never sharing
+#: the caller's object.
+UNSHARED: frozenset[type] = frozenset({RequestHeader})

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .. import _serde
-from ._encoders import FAST_ENCODERS
+from ._encoders import FAST_ENCODERS, UNSHARED
 from ._errors import (
     EventPayloadError,
     InvalidSeedError,
@@ -549,7 +549,9 @@ def _prepare(event_type: str, data: object) -> tuple[dict[str, Any], object | No
         if encoder is not None:
             fast = encoder(data)
             if fast is not None:
-                return fast, data  # the encoders' classes are all shareable
+                # Checked in place, so the snapshot structures back; an unshared payload is
+                # structured from it on first read (#17: never, for a header nobody reads).
+                return fast, (None if data_cls in UNSHARED else data)
     if data_cls is dict:
         snapshot = snapshot_json(data, "data")
         if cls is None:
