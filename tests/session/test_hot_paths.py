@@ -159,7 +159,7 @@ def _loop_payloads() -> list[object]:
     for config in (
         LlmCallConfig("openai", "gpt"),
         LlmCallConfig("openai", "gpt", 100, 0.5, ("END",), "high"),
-        LlmCallConfig("openai", "gpt", temperature=1),  # type: ignore[arg-type]  # generic
+        LlmCallConfig("openai", "gpt", temperature=1),  # an int: generic
     ):
         payloads.append(RequestHeader(turn=1, step=2, config=config))
         payloads.append(

@@ -47,7 +47,8 @@ class AgentControl:
         self._ctx = ctx
         self._inbox = Inbox()
         self._status: AgentStatus = "idle"
-        self._changed = trio.Event()
+        #: Built by the first ``wait_idle`` caller (most agents are never waited on twice).
+        self._changed: trio.Event | None = None
         #: The driver is parked in its idle wait.
         self._parked = False
         #: Set by a cancel; checked at the four points; reset once per loop iteration.
@@ -181,12 +182,15 @@ class AgentControl:
 
     def notify(self) -> None:
         """Wake every :meth:`wait_idle` caller to re-check."""
-        self._changed.set()
-        self._changed = trio.Event()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     async def wait_idle(self) -> None:
         """Wait until no turn runs and nothing is queued, or the agent is disposed."""
         while not self._quiescent():
+            if self._changed is None:
+                self._changed = trio.Event()
             await self._changed.wait()
         await trio.lowlevel.checkpoint()
 

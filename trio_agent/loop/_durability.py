@@ -51,7 +51,8 @@ class Durability:
         self.by_step = mode == "step"
         #: How many of the session's events a finished flush has made durable.
         self._durable = 0
-        self._lock = trio.Lock()
+        #: Built by the first flush that has work: an agent with no persistence never needs it.
+        self._lock: trio.Lock | None = None
 
     async def flush(self) -> None:
         """Make every event logged so far durable (at once if a flush already did).
@@ -65,6 +66,8 @@ class Durability:
         if self._durable >= target:
             await trio.lowlevel.checkpoint()
             return
+        if self._lock is None:
+            self._lock = trio.Lock()
         if self._lock.locked():
             async with self._lock:
                 if self._durable >= target:  # the flush this one waited for covered it

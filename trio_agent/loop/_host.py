@@ -35,6 +35,7 @@ class AgentHost:
         "_control",
         "_done",
         "_driver",
+        "_finished",
         "_registration",
         "_sessions",
         "_started",
@@ -46,7 +47,10 @@ class AgentHost:
         self._control = control
         self._driver = driver
         self._sessions = agent.ctx.require(SessionStore)
-        self._done = trio.Event()
+        #: Built by the first ``aclose`` that has to wait (an agent's teardown is rarely awaited
+        #: from outside: #17's memory per agent).
+        self._done: trio.Event | None = None
+        self._finished = False
         self._started = False
         self._task: trio.lowlevel.Task | None = None
         self._registration: Disposer | None = None
@@ -70,6 +74,11 @@ class AgentHost:
         if not self._started or self._in_own_task():
             await trio.lowlevel.checkpoint()
             return
+        if self._finished:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._done is None:
+            self._done = trio.Event()
         await self._done.wait()
 
     def discard(self) -> None:
@@ -118,7 +127,9 @@ class AgentHost:
         finally:
             for effect in self._closing:
                 effect.release()
-            self._done.set()
+            self._finished = True
+            if self._done is not None:
+                self._done.set()
 
     async def _shielded(self, cleanup: Callable[[], Awaitable[None]]) -> None:
         """Run ``cleanup`` shielded under the teardown budget."""

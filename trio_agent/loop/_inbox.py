@@ -23,7 +23,7 @@ class Inbox:
     ``cancel()`` clears ``queued`` and ``steering``; injected context is not a prompt and stays.
     """
 
-    __slots__ = ("_wake", "injected", "queued", "steering")
+    __slots__ = ("_signalled", "_waiter", "injected", "queued", "steering")
 
     def __init__(self) -> None:
         # Lists, not deques: every take is of the whole buffer, and an empty deque costs ~760
@@ -31,11 +31,22 @@ class Inbox:
         self.queued: list[Message] = []
         self.steering: list[Message] = []
         self.injected: list[Message] = []
-        self._wake = trio.Event()
+        # The driver parks on its own task, not on a trio.Event: an idle agent (10,000 of them
+        # wait here) holds no event object (#17's memory per agent).
+        self._waiter: trio.lowlevel.Task | None = None
+        self._signalled = False
+
+    def _signal(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            self._signalled = True
+        else:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter)
 
     def enqueue(self, message: Message) -> None:
         self.queued.append(message)
-        self._wake.set()
+        self._signal()
 
     def steer(self, message: Message) -> None:
         self.steering.append(message)
@@ -48,7 +59,7 @@ class Inbox:
         if self.steering:
             self.queued.extend(self.steering)
             self.steering.clear()
-            self._wake.set()
+            self._signal()
 
     def clear(self) -> None:
         """Drop queued prompts and steering."""
@@ -80,10 +91,21 @@ class Inbox:
 
     def wake(self) -> None:
         """Wake a waiting driver without queuing anything (used to stop it)."""
-        self._wake.set()
+        self._signal()
 
     async def wait(self) -> None:
         """Block until :meth:`enqueue`, :meth:`requeue_steering` or :meth:`wake` was called
         since the last wait. Callers re-check their condition in a loop."""
-        await self._wake.wait()
-        self._wake = trio.Event()
+        if self._signalled:
+            self._signalled = False
+            await trio.lowlevel.checkpoint()
+            return
+        if self._waiter is not None:
+            raise RuntimeError("an agent's inbox has one waiter: its driver")
+        self._waiter = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)

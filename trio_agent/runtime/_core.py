@@ -306,7 +306,9 @@ class Fiber:
         # An insertion-ordered dict used as a stack: O(1) push, pop and early removal.
         self._effects: dict[Disposer, None] = {}
         self._provided: list[Disposer] = []
-        self._lock = trio.Lock()
+        #: Serialises load and unload; built by the first of them (an agent's scope fiber lives
+        #: without one until it is disposed: #17's memory per agent).
+        self._lock: trio.Lock | None = None
         self._nursery: trio.Nursery | None = None
         self._spawns: list[
             tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str | None]
@@ -467,9 +469,14 @@ class Fiber:
 
     # --- transitions ------------------------------------------------------------------------
 
+    def _transition_lock(self) -> trio.Lock:
+        if self._lock is None:
+            self._lock = trio.Lock()
+        return self._lock
+
     async def _load(self) -> None:
         """Load the plugin if its services are available; leave it pending otherwise."""
-        async with self._lock:
+        async with self._transition_lock():
             if self.state is not FiberState.PENDING or not self.runtime.services.satisfied(self):
                 return
             self.state = FiberState.LOADING
@@ -501,7 +508,7 @@ class Fiber:
         if self.state in (FiberState.DISPOSED, FiberState.UNLOADING):
             return
         with trio.CancelScope(shield=True):
-            async with self._lock:
+            async with self._transition_lock():
                 was_failed = self.state is FiberState.FAILED
                 self.state = FiberState.UNLOADING
                 await self._teardown()

@@ -153,7 +153,9 @@ class Session:
     _owner: Disposer | None = attrs.field(init=False, default=None)
     #: The store's callback, run once when the detach takes effect.
     _on_detached: Callable[[Session], None] | None = attrs.field(init=False, default=None)
-    _lot: trio.lowlevel.ParkingLot = attrs.field(init=False, factory=trio.lowlevel.ParkingLot)
+    #: Where subscribers wait for the next append; built by the first one (#17: most sessions
+    #: have none).
+    _lot: trio.lowlevel.ParkingLot | None = attrs.field(init=False, default=None)
     #: How many subscribers are parked in ``_lot`` (an int test per append, not a method call).
     _parked: int = attrs.field(init=False, default=0)
 
@@ -332,7 +334,7 @@ class Session:
             typed.append(event)
 
     def _publish(self, event: SessionEvent) -> None:
-        if self._parked:
+        if self._parked and self._lot is not None:
             self._lot.unpark_all()  # reschedules the subscribers; runs none of their code
         # The notification is built only when someone listens (#17); only a listener can
         # re-enter, so only then is the append marked as publishing.
@@ -423,7 +425,8 @@ class Session:
         on_detached, self._on_detached = self._on_detached, None
         if owner is not None:
             owner.release()  # the fiber forgets the effect (a no-op while it is running)
-        self._lot.unpark_all()
+        if self._lot is not None:
+            self._lot.unpark_all()
         if on_detached is not None:
             on_detached(self)
 
@@ -516,6 +519,8 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
             # The session's own module: it unparks on append.
             session._parked += 1
             try:
+                if session._lot is None:
+                    session._lot = trio.lowlevel.ParkingLot()
                 await session._lot.park()
             finally:
                 session._parked -= 1
@@ -524,7 +529,8 @@ class SessionSubscription(trio.abc.ReceiveChannel[SessionEvent]):
         """Stop receiving; a task blocked in ``receive`` gets ``trio.ClosedResourceError``."""
         if not self._closed:
             self._closed = True
-            self._session._lot.unpark_all()
+            if self._session._lot is not None:
+                self._session._lot.unpark_all()
         await trio.lowlevel.checkpoint()
 
 
