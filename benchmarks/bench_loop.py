@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import resource
@@ -28,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -41,10 +40,10 @@ from trio_agent.llm import (
     BlockAssembler,
     GenerateRequest,
     Message,
-    StreamChunk,
     TextBlock,
     ToolResult,
 )
+from trio_agent.llm._playback import Playback
 from trio_agent.llm._scripted import ScriptedAdapter
 from trio_agent.session import (
     AssistantChunk,
@@ -236,7 +235,9 @@ class _LatencyModel:
     """Answers every request with one short text after ``trio.sleep(latency)``.
 
     Its stream runs no background task, so it says so (``streams_inline``) as the library's own
-    network adapter does: ``ctx.llm`` then reads it in the agent's task, with no pump task.
+    network adapter does: ``ctx.llm`` then reads it in the agent's task, with no pump task. The
+    stream is a class handing out the library's own precomputed-chunk channel, so what an agent
+    holds while it waits is the harness's, not a memory channel of the benchmark's model.
     """
 
     streams_inline = True
@@ -244,19 +245,23 @@ class _LatencyModel:
     def __init__(self, latency: float) -> None:
         self.name = "latency"
         self._latency = latency
-        self._chunks = ScriptedAdapter(name="x", responses=[text("hi")])
 
-    @contextlib.asynccontextmanager
-    async def stream(
-        self, request: GenerateRequest
-    ) -> AsyncIterator[trio.MemoryReceiveChannel[StreamChunk]]:
-        send, receive = trio.open_memory_channel[StreamChunk](16)
+    def stream(self, request: GenerateRequest) -> _LatencyStream:
+        return _LatencyStream(self._latency)
+
+
+class _LatencyStream:
+    __slots__ = ("_latency",)
+
+    def __init__(self, latency: float) -> None:
+        self._latency = latency
+
+    async def __aenter__(self) -> Playback:
         await trio.sleep(self._latency)
-        async with send:
-            for chunk in text("hi").chunks():
-                send.send_nowait(chunk)
-        async with receive:
-            yield receive
+        return Playback(text("hi").chunks())
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
 
 
 async def _many_agents(count: int, latency: float) -> dict[str, float]:

@@ -419,30 +419,6 @@ class _InlineChannel(trio.abc.ReceiveChannel[StreamChunk]):
 
 
 @final
-class _InlineGuard:
-    """The guard for adapters that declare ``streams_inline = True``: no pump task, nursery,
-    memory channel or generator-based context manager; the adapter's stream is read in the
-    caller's task and its failures become the final chunk exactly as :func:`_guarded` makes
-    them. The caller's own exception (``Cancelled`` included) reaches the adapter's stream on
-    the way out and then propagates as itself."""
-
-    __slots__ = ("_channel", "_request")
-
-    def __init__(
-        self, adapter: LlmAdapter, request: GenerateRequest, redactor: Redactor | None = None
-    ) -> None:
-        self._channel = _InlineChannel(adapter, redactor)
-        self._request = request
-
-    async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
-        await self._channel.open(self._request)
-        return self._channel
-
-    async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        await self._channel.finish(exc)
-
-
-@final
 class _StreamCall:
     """What :meth:`LlmService.stream` returns: on entry the ``llm/stream`` waterfall picks the
     adapter, then the inline guard or the pump guard runs it. A class, not a generator-based
@@ -453,8 +429,11 @@ class _StreamCall:
     def __init__(self, service: LlmService, request: GenerateRequest) -> None:
         self._service = service
         self._request = request
+        #: The inline channel (read in the caller's task), or the pump guard's context.
         self._guard: (
-            contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]] | None
+            _InlineChannel
+            | contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]
+            | None
         ) = None
 
     async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
@@ -465,11 +444,15 @@ class _StreamCall:
         adapter = await service._adapter_for(call)
         redactor = service.ctx.get(Redactor)
         if getattr(type(adapter), "streams_inline", False) is True:
-            guard: contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]] = (
-                _InlineGuard(adapter, call.request, redactor)
-            )
-        else:
-            guard = _guarded(adapter, call.request, redactor)
+            # No pump task, nursery, memory channel or generator-based context manager: the
+            # adapter's stream is read in the caller's task and its failures become the final
+            # chunk exactly as _guarded makes them. The caller's own exception (Cancelled
+            # included) reaches the adapter's stream on the way out, then propagates as itself.
+            channel = _InlineChannel(adapter, redactor)
+            self._guard = channel
+            await channel.open(call.request)
+            return channel
+        guard = _guarded(adapter, call.request, redactor)
         chunks = await guard.__aenter__()
         self._guard = guard
         return chunks
@@ -479,6 +462,10 @@ class _StreamCall:
     ) -> bool | None:
         guard = self._guard
         assert guard is not None, "exited without being entered"
+        if type(guard) is _InlineChannel:
+            await guard.finish(exc)
+            return None
+        assert not isinstance(guard, _InlineChannel)
         return await guard.__aexit__(kind, exc, tb)
 
 

@@ -12,7 +12,7 @@ from ..llm import LlmCallConfig, MessageSource
 from ..runtime import Context, Disposer
 from ..session import ContextMessageEvent, Session
 from ._control import AgentControl
-from ._driver import Driver
+from ._driver import Driver, SharedServices
 from ._host import AgentHost
 
 __all__ = ["ReactLoopAgent"]
@@ -50,6 +50,7 @@ class ReactLoopAgent:
         source: Literal["startup", "resume"],
         seed_config: Callable[[], LlmCallConfig],
         max_parallel_tool_calls: int,
+        shared: SharedServices,
     ) -> None:
         """Internal: built by ``AgentLoop``, which publishes it through :meth:`start`."""
         self._id = agent_id
@@ -63,6 +64,7 @@ class ReactLoopAgent:
             source=source,
             seed_config=seed_config,
             max_parallel_tool_calls=max_parallel_tool_calls,
+            shared=shared,
         )
         self._host = AgentHost(self, self._control, driver)
 

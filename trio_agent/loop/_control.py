@@ -161,6 +161,7 @@ class AgentControl:
     def settle(self) -> None:
         """After a turn (or a dropped one): go idle unless more is queued or the agent closes
         (then the status goes straight from running to disposed)."""
+        self._phase_scope = None  # the turn's last scope has exited: an idle agent holds none
         if not self._inbox.queued and not self._closing:
             self.set_status("idle")
 

@@ -27,8 +27,10 @@ the code that closes a step or a turn runs in an uncancelled scope; only an oute
 (the agent being torn down from outside) needs the shielded, budgeted cleanup in ``close_turn``.
 
 The driver owns no agent state: it reads and moves it through :class:`~._control.AgentControl`,
-and reaches the services through views bound to the agent's context once, when the agent is
-built (the loop's ``inject`` keeps them alive, and the loop closes its agents when it unloads).
+and reaches the services once, when the agent is built: the model and the sessions through
+views bound to the agent's context, the prompt and the tools through the loop's own views
+(:class:`SharedServices`). The loop's ``inject`` keeps them alive, and the loop closes its agents
+when it unloads.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Literal, final
 
+import attrs
 import trio
 
 from ..agent import (
@@ -98,9 +101,21 @@ from ._durability import Durability
 from ._state import StepState, TurnState, continues
 from ._toolcalls import ToolCallRunner
 
-__all__ = ["Driver"]
+__all__ = ["Driver", "SharedServices"]
 
 logger = logging.getLogger("trio_agent.loop")
+
+
+@final
+@attrs.frozen
+class SharedServices:
+    """What every agent of one loop reaches through the loop's own views (package-internal):
+    none of the calls the driver makes on them reads the caller, so one view serves all the
+    loop's agents instead of one per agent (#17's memory per agent). The model and the sessions
+    stay bound to the agent's context: ``llm/stream`` is aimed at the caller's scope."""
+
+    prompt: SystemPrompt
+    tools: ToolRegistry
 
 
 @final
@@ -118,6 +133,7 @@ class Driver:
         source: Literal["startup", "resume"],
         seed_config: Callable[[], LlmCallConfig],
         max_parallel_tool_calls: int,
+        shared: SharedServices,
     ) -> None:
         ctx = agent.ctx
         self.agent = agent
@@ -127,7 +143,7 @@ class Driver:
         self.inbox = control.inbox
         self.source: Literal["startup", "resume"] = source
         self.seed_config = seed_config
-        self.prompt = ctx.require(SystemPrompt)
+        self.prompt = shared.prompt
         self.llm = ctx.require(LlmService)
         self.sessions = ctx.require(SessionStore)
         self.durability = Durability(
@@ -135,7 +151,7 @@ class Driver:
         )
         self.tools = ToolCallRunner(
             agent,
-            ctx.require(ToolRegistry),
+            shared.tools,
             limit=max_parallel_tool_calls,
             write_ahead=self.durability.write_ahead,
         )
@@ -224,29 +240,33 @@ class Driver:
         self.ctx.emit("agent/error", AgentFailed(self.agent, state.number, state.steps, exc))
 
     async def close_turn(self, state: TurnState) -> None:
-        """``turn/end`` and the flush, shielded under the teardown budget."""
+        """``turn/end`` and the flush (shielded under the teardown budget)."""
         control = self.control
         if control.closing:
             state.disposed = True
         elif control.cancel_requested:
             state.aborted = True
-        with trio.move_on_after(self.ctx.teardown_timeout) as budget:
-            budget.shield = True
-            self.log_injected(state, step=None)
-            reason = state.reason()
-            failure = state.failure if reason == "error" else None
-            self.session.append(TurnEnd(turn=state.number, reason=reason, error=failure))
-            self.ctx.emit("agent/turn-end", TurnEnded(self.agent, state.number, reason))
-            await self.flush(state)
-            # cancel() already dropped the steering it found; what is left arrived later.
-            if state.keeps_late_steering(closing=control.closing):
-                self.inbox.requeue_steering()
-            else:
-                self.inbox.drop_steering()
-        if budget.cancelled_caught:
-            logger.error(
-                "agent %r: closing turn %d overran its budget", self.agent.id, state.number
-            )
+        self.log_injected(state, step=None)
+        reason = state.reason()
+        failure = state.failure if reason == "error" else None
+        self.session.append(TurnEnd(turn=state.number, reason=reason, error=failure))
+        self.ctx.emit("agent/turn-end", TurnEnded(self.agent, state.number, reason))
+        if self.durability.flushes:
+            # The flush is the one await here: shielded under the teardown budget, so a cancel
+            # from outside cannot cut it short. With nothing to flush there is nothing to shield
+            # (#17: no scope, and no deadline left in trio's heap, per turn).
+            with trio.move_on_after(self.ctx.teardown_timeout) as budget:
+                budget.shield = True
+                await self.flush(state)
+            if budget.cancelled_caught:
+                logger.error(
+                    "agent %r: closing turn %d overran its budget", self.agent.id, state.number
+                )
+        # cancel() already dropped the steering it found; what is left arrived later.
+        if state.keeps_late_steering(closing=control.closing):
+            self.inbox.requeue_steering()
+        else:
+            self.inbox.drop_steering()
 
     async def flush(self, state: TurnState) -> None:
         """The turn-end flush; a failure is reported (logged, ``agent/error``), not raised."""

@@ -54,13 +54,18 @@ class Durability:
         #: Built by the first flush that has work: an agent with no persistence never needs it.
         self._lock: trio.Lock | None = None
 
+    @property
+    def flushes(self) -> bool:
+        """Whether a flush can have work: something listens to ``session/flush``."""
+        return self._hears("session/flush")
+
     async def flush(self) -> None:
         """Make every event logged so far durable (at once if a flush already did).
 
         Raises:
             Exception: what ``sessions.flush`` raised (a persistence failure).
         """
-        if not self._hears("session/flush"):
+        if not self.flushes:
             return  # nothing would make the events durable
         target = len(self._session.events)
         if self._durable >= target:

@@ -27,7 +27,9 @@ from ..persistence import SESSION_PERSISTENCE
 from ..prompt import SystemPrompt
 from ..runtime import Context, Disposer, Service
 from ..session import SessionEvent, SessionHeader, SessionStore, repair_events
+from ..tools import ToolRegistry
 from ._agent import ReactLoopAgent
+from ._driver import SharedServices
 
 __all__ = ["AgentConfig", "AgentLoop"]
 
@@ -99,6 +101,7 @@ class AgentLoop(Service, name="agent_loop"):
         self._llm = ctx.require(LlmService)
         ctx.require(AgentRegistry).set_factory(self)
         prompt = ctx.require(SystemPrompt)
+        self._shared = SharedServices(prompt=prompt, tools=ctx.require(ToolRegistry))
         prompt.variable("model", self._model_variable)
         prompt.variable("cwd", self._cwd_variable)
         for row in config.agents:
@@ -173,6 +176,7 @@ class AgentLoop(Service, name="agent_loop"):
                 source=source,
                 seed_config=self.seed_source(options or AgentOptions()),
                 max_parallel_tool_calls=self.config.max_parallel_tool_calls,
+                shared=self._shared,
             )
         except BaseException:
             scope.fiber.discard()

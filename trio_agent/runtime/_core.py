@@ -279,6 +279,31 @@ class Fiber:
     returns.
     """
 
+    # Slots: an agent's scope is a fiber, so 10,000 agents are 10,000 of them (#17).
+    __slots__ = (
+        "__weakref__",
+        "_effects",
+        "_forget_hook",
+        "_handle",
+        "_host_done",
+        "_host_stop",
+        "_lock",
+        "_nursery",
+        "_provided",
+        "_spawns",
+        "_state",
+        "config",
+        "ctx",
+        "error",
+        "id",
+        "inject",
+        "instance",
+        "name",
+        "parent",
+        "plugin",
+        "runtime",
+    )
+
     def __init__(
         self,
         runtime: _Runtime,
@@ -305,6 +330,8 @@ class Fiber:
         self.ctx = Context(runtime, self, scope)
         # An insertion-ordered dict used as a stack: O(1) push, pop and early removal.
         self._effects: dict[Disposer, None] = {}
+        #: One bound method for every disposer of this fiber (not one per disposer: #17).
+        self._forget_hook = self._forget
         self._provided: list[Disposer] = []
         #: Serialises load and unload; built by the first of them (an agent's scope fiber lives
         #: without one until it is disposed: #17's memory per agent).
@@ -351,7 +378,7 @@ class Fiber:
         """Push ``disposer`` onto this fiber's stack; it runs (LIFO) when the fiber unloads."""
         self.check_active()
         self._effects[disposer] = None
-        disposer._on_done = self._forget
+        disposer._on_done = self._forget_hook
         return disposer
 
     def _forget(self, disposer: Disposer) -> None:
@@ -359,7 +386,7 @@ class Fiber:
 
     def _adopt(self, disposer: Disposer) -> None:
         """Take ``disposer`` off this fiber's stack (it is nested inside another effect)."""
-        if disposer._on_done == self._forget:
+        if disposer._on_done is self._forget_hook:
             disposer._on_done = None
             self._forget(disposer)
 
