@@ -52,9 +52,9 @@ __all__ = ["ToolCallRunner"]
 class ToolCallRunner:
     """Runs the tool calls of one agent's steps (package-internal).
 
-    ``tools`` is the registry bound to the agent's context (read once per agent: the loop's
-    ``inject`` keeps it alive as long as the agent); ``write_ahead`` is the hook awaited before
-    a body with effects runs (``None``: no write-ahead).
+    ``tools`` is the loop's view of the registry (shared by its agents: the loop's ``inject``
+    keeps it alive as long as them; every call names its agent explicitly); ``write_ahead`` is
+    the hook awaited before a body with effects runs (``None``: no write-ahead).
     """
 
     __slots__ = ("_agent", "_limit", "_redactor", "_session", "_tools", "_write_ahead")
