@@ -71,10 +71,7 @@ class AgentHost:
     async def aclose(self) -> None:
         """Request the close and wait for the one teardown (see ``ReactLoopAgent.aclose``)."""
         self._control.request_close()
-        if not self._started or self._in_own_task():
-            await trio.lowlevel.checkpoint()
-            return
-        if self._finished:
+        if not self._started or self._finished or self._in_own_task():
             await trio.lowlevel.checkpoint()
             return
         if self._done is None:

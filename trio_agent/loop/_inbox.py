@@ -103,9 +103,8 @@ class Inbox:
         if self._waiter is not None:
             raise RuntimeError("an agent's inbox has one waiter: its driver")
         self._waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
 
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._waiter = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _abort_wait(self, _: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED

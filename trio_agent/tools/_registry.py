@@ -133,9 +133,9 @@ class _Call:
         self.hook_failure: Exception | None = None
         self._execution: ToolExecution | None = None
 
-    def build_execution(self) -> None:
+    def build_execution(self) -> ToolExecution:
         invocation, parsed = self.invocation, self.parsed
-        self._execution = ToolExecution(
+        self._execution = execution = ToolExecution(
             call_id=invocation.call_id,
             name=invocation.name,
             arguments=invocation.arguments,
@@ -143,14 +143,12 @@ class _Call:
             agent=invocation.agent,
             tool=self.tool,
         )
+        return execution
 
     @property
     def execution(self) -> ToolExecution:
         """The stages' payload (built by ``execute`` whenever a stage or guard may see it)."""
-        if self._execution is None:
-            self.build_execution()
-        assert self._execution is not None
-        return self._execution
+        return self._execution or self.build_execution()
 
 
 #: The events whose listeners see a call's :class:`ToolExecution`.
@@ -380,8 +378,7 @@ class ToolRegistry(Service, name="tools"):
         scope = _scope_of(invocation.agent)
         parsed = parse_arguments_text(invocation.arguments)
         call = _Call(invocation, self._view(scope).get(invocation.name), scope, parsed)
-        hears = self.ctx.hears
-        if self._guards or any(hears(stage) for stage in _STAGES):
+        if self._guards or any(map(self.ctx.hears, _STAGES)):
             # Built before the body runs: listeners see the arguments as the call began.
             call.build_execution()
         try:
