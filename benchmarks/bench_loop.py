@@ -83,8 +83,32 @@ def _on_frozen_heap(run: Callable[[int], Awaitable[float]], steps: int) -> float
         gc.unfreeze()
 
 
-async def _harness_steps(steps: int) -> float:
-    async with open_test_harness(_script(steps), tools=[noop]) as h:
+def _idle_tool(index: int) -> Any:
+    @tool(name=f"idle_{index}")
+    async def idle(path: str, pattern: str = "*", limit: int = 10, recursive: bool = False) -> str:
+        """A tool the model sees but never calls.
+
+        Args:
+            path: Where.
+            pattern: What.
+            limit: How many.
+            recursive: How deep.
+        """
+        return ""
+
+    return idle
+
+
+#: How many tools the "many tools" row shows the model (an MCP server or two).
+_MANY_TOOLS = 30
+
+
+async def _harness_steps_many_tools(steps: int) -> float:
+    return await _harness_steps(steps, [_idle_tool(i) for i in range(_MANY_TOOLS - 1)])
+
+
+async def _harness_steps(steps: int, extra_tools: list[Any] | None = None) -> float:
+    async with open_test_harness(_script(steps), tools=[noop, *(extra_tools or ())]) as h:
         # The default step budget (50) would end a longer turn early.
         agent = h.agent(options=AgentOptions(max_steps=None))
         start = time.perf_counter()
@@ -356,8 +380,20 @@ def run(smoke: bool) -> list[Metric]:
                 "floor: hand-written trio loop, same calls, events into a plain list",
             )
         )
-    chunks = 200 if smoke else _CHUNKS
+    steps = 20 if smoke else 300
     repeats = 1 if smoke else 5
+    many = min(_on_frozen_heap(_harness_steps_many_tools, steps) for _ in range(repeats))
+    one = min(_on_frozen_heap(_harness_steps, steps) for _ in range(repeats))
+    metrics.append(
+        Metric(
+            f"loop overhead per step, {steps:,} steps, {_MANY_TOOLS} tools visible",
+            many * 1e6,
+            "µs",
+            one * 1e6,
+            "floor: the same loop with 1 tool visible (the cost of the others' schemas)",
+        )
+    )
+    chunks = 200 if smoke else _CHUNKS
     per_chunk = min(trio.run(_harness_chunks, chunks) for _ in range(repeats))
     per_chunk_floor = min(trio.run(_floor_chunks, chunks) for _ in range(repeats))
     metrics.append(

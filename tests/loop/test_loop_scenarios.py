@@ -544,6 +544,35 @@ async def test_request_header_logged_again_when_the_model_changes() -> None:
         assert [r.config.model for r in h.model.requests] == ["m1", "m2"]
 
 
+async def test_request_header_follows_the_tools_and_only_them() -> None:
+    # The loop compares the tools it sends by identity of the registry's shared snapshots (#17):
+    # unchanged tools log no second header, a new tool (even one equal to nothing before) does.
+    from trio_agent.tools import tool as make_tool
+
+    @make_tool
+    async def first_tool() -> str:
+        """One."""
+        return "1"
+
+    @make_tool
+    async def second_tool() -> str:
+        """Two."""
+        return "2"
+
+    async with open_test_harness([text("a"), text("b"), text("c")], tools=[first_tool]) as h:
+        agent = h.agent()
+        for prompt in ("one", "two"):
+            agent.send(prompt)
+            await agent.wait_idle()
+        assert event_types(agent.session).count("request/header") == 1
+        agent.ctx.tools.register(second_tool)
+        agent.send("three")
+        await agent.wait_idle()
+        assert event_types(agent.session).count("request/header") == 2
+        names = [[t.name for t in r.tools] for r in h.model.requests]
+        assert names == [["first_tool"], ["first_tool"], ["first_tool", "second_tool"]]
+
+
 async def test_scoped_listeners_hear_only_their_agent() -> None:
     async with open_test_harness([text("a"), text("b")]) as h:
         first = h.agent("first")

@@ -260,6 +260,26 @@ async def test_tools_with_the_real_registry(ctx: Context, prompt: SystemPrompt) 
     first, second = await prompt.assemble(agent), await prompt.assemble(agent)
     assert first == second and first.tools[0].parameters is not second.tools[0].parameters
 
+    # The loop's form shares the registry's snapshots (#17), until the tools change ...
+    shared = await prompt.assemble(agent, fresh=False)
+    again = await prompt.assemble(agent, fresh=False)
+    assert shared.tools == first.tools and shared.tools[0] is again.tools[0]
+    agent.ctx.tools.register(make("beta"))
+    changed = await prompt.assemble(agent, fresh=False)
+    assert [t.name for t in changed.tools] == ["alpha", "beta", "mid", "zeta"]
+    assert changed.tools[0] is not shared.tools[0]
+
+    # ... and a system-prompt/assemble listener, which may change them, always gets fresh ones.
+    seen: list[PromptAssembly] = []
+
+    async def listener(request: PromptAssembleRequest, next: Next) -> Any:
+        seen.append(request.assembly)
+        return await next()
+
+    ctx.on("system-prompt/assemble", listener)
+    heard = await prompt.assemble(agent, fresh=False)
+    assert heard.tools == changed.tools and heard.tools[0] is not changed.tools[0]
+
 
 async def test_every_call_returns_fresh_objects(prompt: SystemPrompt) -> None:
     prompt.variable("x", "1")

@@ -26,6 +26,23 @@ async def test_global_registration_and_lookup(tools: ToolRegistry) -> None:
     assert tools.is_concurrency_safe("missing") is False
 
 
+async def test_shared_schemas_are_one_snapshot_per_tool_until_the_tools_change(
+    tools: ToolRegistry,
+) -> None:
+    alpha = named("alpha")
+    off = tools.register(alpha)
+    fresh = tools.schemas()
+    assert fresh[0].parameters is not tools.schemas()[0].parameters  # fresh: a copy each time
+    shared = tools.schemas(fresh=False)
+    assert shared == fresh and shared[0] is tools.schemas(fresh=False)[0]
+    assert shared[0].parameters is not alpha.parameters  # a snapshot, not the tool's own dict
+    tools.register(named("beta"))
+    after = tools.schemas(fresh=False)
+    assert [s.name for s in after] == ["alpha", "beta"] and after[0] is not shared[0]
+    off()
+    assert [s.name for s in tools.schemas(fresh=False)] == ["beta"]
+
+
 async def test_register_rejects_non_tools(tools: ToolRegistry) -> None:
     with pytest.raises(TypeError, match="register\\(\\) takes a Tool"):
         tools.register(echo.body)  # type: ignore[arg-type]

@@ -156,6 +156,10 @@ class Driver:
             write_ahead=self.durability.write_ahead,
         )
         self.prefix: tuple[Message, ...] | None = None
+        #: The session's latest ``request/header`` payload when this driver last found it equal
+        #: to what it sends, and what it sent (see ``log_header``).
+        self.logged_header: RequestHeader | None = None
+        self.logged_key: tuple[object, ...] | None = None
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -331,8 +335,9 @@ class Driver:
         agent = self.agent
         self.drain_steering(turn, step=None)
         self.log_injected(turn, step=None)
-        # The model stream below is the step's next checkpoint (#17: one schedule point less).
-        assembly = await self.prompt.assemble(agent, checkpoint=False)
+        # The model stream below is the step's next checkpoint (#17: one schedule point less);
+        # the loop only reads the tool schemas, so it takes the registry's shared snapshots.
+        assembly = await self.prompt.assemble(agent, checkpoint=False, fresh=False)
         system = self.prompt.render(assembly) or None
         prefix = await self.session_prefix()
         ctx = self.ctx
@@ -608,13 +613,15 @@ class Driver:
     ) -> None:
         """Log ``request/header`` when it differs from the latest one in the session."""
         last = self.session.request_header
-        if last is not None and (last.config, last.system, last.tools, last.prefix) == (
-            config,
-            system,
-            tools,
-            prefix,
-        ):
-            return
+        key = (config, system, tools, prefix)
+        if last is not None:
+            if last is self.logged_header and key == self.logged_key:
+                # The session's latest header is the one this driver logged from ``key``: the
+                # shared tool schemas compare by identity, not by walking their JSON (#17).
+                return
+            if (last.config, last.system, last.tools, last.prefix) == key:
+                self.logged_header, self.logged_key = last, key
+                return
         self.session.append(
             RequestHeader(
                 turn=turn.number,

@@ -32,7 +32,9 @@ class _ToolSchemas(Protocol):
     """The part of ``ctx.tools`` the prompt reads (looked up by key: tools is a sibling layer,
     not imported)."""
 
-    def schemas(self, agent: AgentLike | None = None) -> tuple[ToolSchema, ...]: ...
+    def schemas(
+        self, agent: AgentLike | None = None, *, fresh: bool = True
+    ) -> tuple[ToolSchema, ...]: ...
 
 
 _TOOLS: ServiceKey[_ToolSchemas] = ServiceKey("tools")
@@ -154,17 +156,19 @@ class SystemPrompt(Service, name="system_prompt"):
     # --- assembly -------------------------------------------------------------------------
 
     async def assemble(
-        self, agent: AgentLike | None = None, *, checkpoint: bool = True
+        self, agent: AgentLike | None = None, *, checkpoint: bool = True, fresh: bool = True
     ) -> PromptAssembly:
         """Resolve the sections, variables and tools ``agent`` sees, then run
         ``system-prompt/assemble``; its result is authoritative.
 
         Shadowing is decided before providers run: a shadowed provider is never called. Tool
         schemas come from the ``tools`` service when one is mounted (sorted by name). Every
-        call returns fresh objects. A raising provider or listener propagates. A checkpoint,
+        call returns fresh objects (unless ``fresh=False``, below). A raising provider or listener propagates. A checkpoint,
         unless ``checkpoint=False``: for a caller that reaches a checkpoint right after anyway
         (the loop's step, which streams the model next), the call then yields only where a
-        provider or listener does.
+        provider or listener does. With ``fresh=False`` the tool schemas are the tools service's
+        shared snapshots (read-only; see ``ToolRegistry.schemas``) unless a
+        ``system-prompt/assemble`` listener is registered, which gets fresh ones to change.
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()
@@ -182,7 +186,13 @@ class SystemPrompt(Service, name="system_prompt"):
                 value = await _resolve_later(entry, "variable", value)
             variables[entry.name] = value
         registry = self.ctx.get(_TOOLS)
-        tools = () if registry is None else tuple(registry.schemas(agent))
+        if registry is None:
+            tools: tuple[ToolSchema, ...] = ()
+        else:
+            if fresh or self.ctx.hears("system-prompt/assemble"):
+                tools = tuple(registry.schemas(agent))
+            else:  # the keyword only when asked for: a stand-in tools service may not know it
+                tools = tuple(registry.schemas(agent, fresh=False))
         assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
         request = PromptAssembleRequest(assembly, agent)
 
