@@ -34,6 +34,9 @@ class LlmAdapter(Protocol):
     * Cancellation comes from the caller's trio cancel scope. Let :class:`trio.Cancelled`
       propagate and release the connection (shielded, with a deadline) on the way out.
     * No retries inside: retrying is the agent step's decision.
+    * The request is read-only: its tool schemas may be shared with later requests (the loop
+      sends the tools registry's snapshots), so copy a schema's ``parameters`` before changing
+      anything in them.
     """
 
     @property
