@@ -163,11 +163,13 @@ class SystemPrompt(Service, name="system_prompt"):
 
         Shadowing is decided before providers run: a shadowed provider is never called. Tool
         schemas come from the ``tools`` service when one is mounted (sorted by name). Every
-        call returns fresh objects (unless ``fresh=False``, below). A raising provider or listener propagates. A checkpoint,
-        unless ``checkpoint=False``: for a caller that reaches a checkpoint right after anyway
-        (the loop's step, which streams the model next), the call then yields only where a
-        provider or listener does. With ``fresh=False`` the tool schemas are the tools service's
-        shared snapshots (read-only; see ``ToolRegistry.schemas``) unless a
+        call returns fresh objects (but see ``fresh``). A raising provider or listener
+        propagates.
+
+        A checkpoint, unless ``checkpoint=False``: for a caller that reaches a checkpoint right
+        after anyway (the loop's step, which streams the model next), the call then yields only
+        where a provider or listener does. With ``fresh=False`` the tool schemas are the tools
+        service's shared snapshots (read-only; see ``ToolRegistry.schemas``) unless a
         ``system-prompt/assemble`` listener is registered, which gets fresh ones to change.
         """
         if checkpoint:
@@ -188,11 +190,10 @@ class SystemPrompt(Service, name="system_prompt"):
         registry = self.ctx.get(_TOOLS)
         if registry is None:
             tools: tuple[ToolSchema, ...] = ()
-        else:
-            if fresh or self.ctx.hears("system-prompt/assemble"):
-                tools = tuple(registry.schemas(agent))
-            else:  # the keyword only when asked for: a stand-in tools service may not know it
-                tools = tuple(registry.schemas(agent, fresh=False))
+        elif fresh or self.ctx.hears("system-prompt/assemble"):
+            tools = tuple(registry.schemas(agent))
+        else:  # the keyword only when asked for: a stand-in tools service may not know it
+            tools = tuple(registry.schemas(agent, fresh=False))
         assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
         request = PromptAssembleRequest(assembly, agent)
 
