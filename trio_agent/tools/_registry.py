@@ -99,19 +99,7 @@ class _Call:
     builds it (#17).
     """
 
-    __slots__ = (
-        "_execution",
-        "before_effects",
-        "call_id",
-        "hook_failure",
-        "invocation",
-        "name",
-        "on_approval",
-        "parsed",
-        "scope",
-        "started",
-        "tool",
-    )
+    __slots__ = ("_execution", "hook_failure", "invocation", "parsed", "scope", "started", "tool")
 
     def __init__(
         self,
@@ -121,13 +109,9 @@ class _Call:
         parsed: dict[str, Any] | str,
     ) -> None:
         self.invocation = invocation
-        self.call_id = invocation.call_id
-        self.name = invocation.name
         self.tool = tool
         self.scope = scope
         self.parsed = parsed
-        self.before_effects = invocation.before_effects
-        self.on_approval = invocation.on_approval
         self.started = False
         #: What ``before_effects`` raised: the body did not run, and ``execute`` re-raises it.
         self.hook_failure: Exception | None = None
@@ -409,7 +393,7 @@ class ToolRegistry(Service, name="tools"):
                 if call.hook_failure is not None:  # even if a listener made up a result
                     raise call.hook_failure
             else:
-                result = error_result(call.call_id, DENIED, reason)
+                result = error_result(call.invocation.call_id, DENIED, reason)
             return await self._post_execute(call, result)
         except _StageFailed as failed:
             return failed.result
@@ -425,12 +409,14 @@ class ToolRegistry(Service, name="tools"):
             logger.error(
                 "%s failed for tool call %s (%s)",
                 stage,
-                call.call_id,
-                call.name,
+                call.invocation.call_id,
+                call.invocation.name,
                 exc_info=problem,
             )
             problem = f"{type(problem).__name__}: {problem}"
-        raise _StageFailed(error_result(call.call_id, TOOL_ERROR, f"{stage} failed: {problem}"))
+        raise _StageFailed(
+            error_result(call.invocation.call_id, TOOL_ERROR, f"{stage} failed: {problem}")
+        )
 
     # --- stages ---------------------------------------------------------------------------
 
@@ -447,7 +433,7 @@ class ToolRegistry(Service, name="tools"):
         if isinstance(decision, Allow):
             return None
         if isinstance(decision, Deny):
-            return decision.reason or f'tool "{call.name}" was denied by policy'
+            return decision.reason or f'tool "{call.invocation.name}" was denied by policy'
         if isinstance(decision, Ask):
             return await self._ask(call, decision.reason)
         self._fail(
@@ -483,8 +469,8 @@ class ToolRegistry(Service, name="tools"):
         return answer.reason or f"{what} and was not approved"
 
     def _announce(self, call: _Call, name: str, notice: ApprovalNotice) -> None:
-        if call.on_approval is not None:
-            call.on_approval(notice)
+        if call.invocation.on_approval is not None:
+            call.invocation.on_approval(notice)
         self.ctx.emit(name, notice, target=call.scope)
 
     def _run_guards(self, call: _Call) -> str | None:
@@ -501,7 +487,7 @@ class ToolRegistry(Service, name="tools"):
             if verdict is None:
                 continue
             if isinstance(verdict, str):
-                return verdict or f'tool "{call.name}" was denied by a guard'
+                return verdict or f'tool "{call.invocation.name}" was denied by a guard'
             if inspect.isawaitable(verdict):
                 close = getattr(verdict, "close", None)
                 if close is not None:
@@ -528,7 +514,7 @@ class ToolRegistry(Service, name="tools"):
             self._fail(call, stage, exc)
         if not isinstance(result, ToolResult):
             self._fail(call, stage, f"a listener returned {result!r}; expected a ToolResult")
-        return _with_call_id(result, call.call_id)
+        return _with_call_id(result, call.invocation.call_id)
 
     async def _post_execute(self, call: _Call, result: ToolResult) -> ToolResult:
         stage = "tools/post-execute"
@@ -546,7 +532,9 @@ class ToolRegistry(Service, name="tools"):
             return attrs.evolve(result, content=decision.content)
         if isinstance(decision, Block):
             feedback = decision.feedback or "tool result blocked by post-execute policy"
-            return ToolResult(call.call_id, (TextBlock(feedback),), is_error=True, code=DENIED)
+            return ToolResult(
+                call.invocation.call_id, (TextBlock(feedback),), is_error=True, code=DENIED
+            )
         self._fail(
             call, stage, f"a listener returned {decision!r}; expected Accept() or Block(feedback)"
         )
@@ -554,7 +542,7 @@ class ToolRegistry(Service, name="tools"):
     # --- dispatch (the innermost tools/execute) -------------------------------------------
 
     async def _dispatch(self, call: _Call) -> ToolResult:
-        call_id, name = call.call_id, call.name
+        call_id, name = call.invocation.call_id, call.invocation.name
         view = self._view(call.scope)
         tool = view.get(name)
         if tool is None:
@@ -571,9 +559,9 @@ class ToolRegistry(Service, name="tools"):
             )
         context = ToolCallContext(call_id, name, call.invocation.agent)
         timeout = math.inf if tool.timeout is None else tool.timeout
-        if call.before_effects is not None and not tool.read_only:
+        if call.invocation.before_effects is not None and not tool.read_only:
             try:
-                await call.before_effects()
+                await call.invocation.before_effects()
             except Exception as exc:
                 call.hook_failure = exc
                 raise
