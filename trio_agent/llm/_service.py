@@ -424,20 +424,20 @@ class _StreamCall:
     adapter, then the inline guard or the pump guard runs it. A class, not a generator-based
     context manager: it is entered once per model call."""
 
-    __slots__ = ("_guard", "_request", "_service")
+    __slots__ = ("_inline", "_pumped", "_request", "_service")
 
     def __init__(self, service: LlmService, request: GenerateRequest) -> None:
         self._service = service
         self._request = request
-        #: The inline channel (read in the caller's task), or the pump guard's context.
-        self._guard: (
-            _InlineChannel
-            | contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]
-            | None
+        #: Once entered, one of: the inline channel (read in the caller's task), or the pump
+        #: guard's context.
+        self._inline: _InlineChannel | None = None
+        self._pumped: (
+            contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]] | None
         ) = None
 
     async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
-        if self._guard is not None:
+        if self._inline is not None or self._pumped is not None:
             raise RuntimeError("a ctx.llm.stream(...) context is entered once; call stream again")
         service = self._service
         call = LlmStreamCall(self._request)
@@ -448,25 +448,22 @@ class _StreamCall:
             # adapter's stream is read in the caller's task and its failures become the final
             # chunk exactly as _guarded makes them. The caller's own exception (Cancelled
             # included) reaches the adapter's stream on the way out, then propagates as itself.
-            channel = _InlineChannel(adapter, redactor)
-            self._guard = channel
+            self._inline = channel = _InlineChannel(adapter, redactor)
             await channel.open(call.request)
             return channel
         guard = _guarded(adapter, call.request, redactor)
         chunks = await guard.__aenter__()
-        self._guard = guard
+        self._pumped = guard
         return chunks
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> bool | None:
-        guard = self._guard
-        assert guard is not None, "exited without being entered"
-        if type(guard) is _InlineChannel:
-            await guard.finish(exc)
+        if self._inline is not None:
+            await self._inline.finish(exc)
             return None
-        assert not isinstance(guard, _InlineChannel)
-        return await guard.__aexit__(kind, exc, tb)
+        assert self._pumped is not None, "exited without being entered"
+        return await self._pumped.__aexit__(kind, exc, tb)
 
 
 #: How many chunks the pump may read ahead of the consumer.
