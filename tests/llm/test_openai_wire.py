@@ -39,6 +39,7 @@ from trio_agent.llm import (
 )
 from trio_agent.testing import (
     completion_chunk,
+    count_schedule_points,
     error_response,
     json_response,
     sse_comment,
@@ -496,6 +497,62 @@ async def test_malformed_json_event(adapter: OpenAiAdapter, server: MockOpenAi) 
 async def test_malformed_shapes(adapter: OpenAiAdapter, server: MockOpenAi, payload: str) -> None:
     server.push(sse_response(sse_event(payload), sse_done()))
     assert failure_of(await stream(adapter)).code == "MALFORMED_RESPONSE"
+
+
+async def test_json_with_surrounding_whitespace_decodes_like_json_loads(
+    adapter: OpenAiAdapter, server: MockOpenAi
+) -> None:
+    text = json.dumps(completion_chunk({"content": "ok"}))
+    server.push(sse_response(sse_event(f"  {text}"), sse_event(f"{text}\t "), sse_done()))
+    chunks = await stream(adapter)
+    assert [c for c in chunks if isinstance(c, TextDelta)] == [TextDelta(0, "ok")] * 2
+
+
+async def test_extra_data_after_the_json_is_malformed(
+    adapter: OpenAiAdapter, server: MockOpenAi
+) -> None:
+    text = json.dumps(completion_chunk({"content": "ok"}))
+    server.push(sse_response(sse_event(f"{text} {{}}"), sse_done()))
+    chunks = await stream(adapter)
+    assert failure_of(chunks).code == "MALFORMED_RESPONSE"
+    assert not [c for c in chunks if isinstance(c, TextDelta)]
+
+
+async def test_nothing_of_a_malformed_event_is_delivered(
+    adapter: OpenAiAdapter, server: MockOpenAi
+) -> None:
+    # The first choice is decoded before the second turns out to be malformed.
+    payload = json.dumps({"choices": [{"index": 0, "delta": {"content": "half"}}, 3]})
+    server.push(sse_response(sse_text("ok"), sse_event(payload), sse_done()))
+    chunks = await stream(adapter)
+    assert failure_of(chunks).code == "MALFORMED_RESPONSE"
+    assert [c for c in chunks if isinstance(c, TextDelta)] == [TextDelta(0, "ok")]
+
+
+async def test_every_receive_is_a_cancellation_point_and_each_read_a_schedule_point(
+    adapter: OpenAiAdapter, server: MockOpenAi
+) -> None:
+    # One piece of body: every event arrives with the first read.
+    reply = sse_reply(*[f"t{i} " for i in range(50)])
+    server.push(sse_response("".join(str(piece) for piece in reply.pieces)))
+    async with adapter.stream(request()) as chunks:
+        with count_schedule_points() as count:
+            first = await chunks.receive()
+        assert first == BlockStart(0, "text") and count.steps >= 1
+        # The rest of the body was decoded by that read: no schedule point each...
+        with count_schedule_points() as count:
+            for _ in range(10):
+                assert type(await chunks.receive()) is TextDelta
+        assert count.steps == 0
+        # ... but still a cancellation point each.
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await chunks.receive()
+        assert scope.cancelled_caught
+        rest = [c async for c in chunks]
+    # The cancelled receive took nothing: t10 comes next.
+    assert rest[0] == TextDelta(0, "t10 ") and len(rest) == 40 + 3  # block end, usage, finish
+    assert rest[-1] == Finish("stop")
 
 
 async def test_error_object_in_the_stream(adapter: OpenAiAdapter, server: MockOpenAi) -> None:
