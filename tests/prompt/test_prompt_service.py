@@ -148,6 +148,26 @@ async def test_agent_sections_are_scoped_and_shadow(ctx: Context, prompt: System
         a.ctx.system_prompt.section("x", "y")
 
 
+async def test_every_registration_change_reaches_the_next_assembly(
+    ctx: Context, prompt: SystemPrompt
+) -> None:
+    # What a scope sees is kept between assemblies (#17): any change must still show.
+    a = make_agent(ctx, "A")
+    assert texts(await prompt.assemble(a)) == []
+    off_global = prompt.section("late", "Late.", order=2)
+    assert texts(await prompt.assemble(a)) == [("late", "Late.")]
+    off_agent = a.ctx.system_prompt.section("early", "Early.", order=1)
+    a.ctx.system_prompt.variable("who", "A")
+    assembly = await prompt.assemble(a)
+    assert texts(assembly) == [("early", "Early."), ("late", "Late.")]
+    assert dict(assembly.variables) == {"who": "A"}
+    assert texts(await prompt.assemble()) == [("late", "Late.")]
+    off_global()
+    assert texts(await prompt.assemble(a)) == [("early", "Early.")]
+    off_agent()
+    assert texts(await prompt.assemble(a)) == []
+
+
 async def test_registrations_are_owned_and_disposable(ctx: Context, prompt: SystemPrompt) -> None:
     def plugin(plugin_ctx: Context, config: None) -> None:
         plugin_ctx.system_prompt.section("from_plugin", "P")

@@ -75,6 +75,8 @@ class SystemPrompt(Service, name="system_prompt"):
         self._sections: dict[Scope | None, dict[str, _Entry]] = {}
         self._variables: dict[Scope | None, dict[str, _Entry]] = {}
         self._seq = itertools.count()
+        #: scope -> (sections in render order, variables) visible there, until any change.
+        self._visible: dict[Scope | None, tuple[list[_Entry], list[_Entry]]] = {}
         if self.config.persona:
             self.section("persona", self.config.persona, order=0)
 
@@ -143,6 +145,7 @@ class SystemPrompt(Service, name="system_prompt"):
             )
         entry = _Entry(name, value, order, next(self._seq), caller.fiber.name)
         table.setdefault(scope, {})[name] = entry
+        self._visible.clear()
 
         def remove() -> None:
             layer = table.get(scope)
@@ -150,6 +153,7 @@ class SystemPrompt(Service, name="system_prompt"):
                 del layer[name]
                 if not layer:
                     del table[scope]
+                self._visible.clear()
 
         return caller.defer(remove, label=f"prompt {kind} {name}")
 
@@ -175,14 +179,15 @@ class SystemPrompt(Service, name="system_prompt"):
         if checkpoint:
             await trio.lowlevel.checkpoint()
         scope = None if agent is None else agent.ctx.scope
+        visible_sections, visible_variables = self._visible_at(scope)
         sections = []
-        for entry in sorted(self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)):
+        for entry in visible_sections:
             text = _resolve_now(entry, "section", agent)
             if text is not None and not isinstance(text, str):
                 text = await _resolve_later(entry, "section", text)
             sections.append(PromptSection(entry.name, text or "", entry.order))
         variables: dict[str, str | None] = {}
-        for entry in self._effective(self._variables, scope):
+        for entry in visible_variables:
             value = _resolve_now(entry, "variable", agent)
             if value is not None and not isinstance(value, str):
                 value = await _resolve_later(entry, "variable", value)
@@ -208,6 +213,19 @@ class SystemPrompt(Service, name="system_prompt"):
             )
         return result
 
+    def _visible_at(self, scope: Scope | None) -> tuple[list[_Entry], list[_Entry]]:
+        """The sections (in render order) and variables visible at ``scope``, kept until a
+        registration changes (the loop assembles at the same scope every step)."""
+        visible = self._visible.get(scope)
+        if visible is None:
+            if len(self._visible) >= _VISIBLE_SCOPES:
+                self._visible.clear()
+            sections = sorted(
+                self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)
+            )
+            visible = self._visible[scope] = (sections, self._effective(self._variables, scope))
+        return visible
+
     def _effective(
         self, table: dict[Scope | None, dict[str, _Entry]], scope: Scope | None
     ) -> list[_Entry]:
@@ -224,6 +242,10 @@ class SystemPrompt(Service, name="system_prompt"):
             PromptVariableError: an unknown or unset variable, naming section and variable.
         """
         return render_prompt(assembly)
+
+
+#: How many scopes' visible registrations are kept (a scope holds no agent).
+_VISIBLE_SCOPES = 64
 
 
 def _resolve_now(
