@@ -225,6 +225,45 @@ async def test_without_persistence_the_durability_points_cost_nothing() -> None:
         assert scope.cancelled_caught
 
 
+async def test_a_cancel_during_the_step_end_flush_lets_it_finish_and_stops_the_turn() -> None:
+    harness, _, storage = open_durable([tool_call("c1", "look"), tool_call("c2", "look")])
+    async with harness as h:
+        agent = h.agent()
+        finished: list[str] = []
+
+        async def listener(payload: SessionFlush) -> None:
+            last = payload.session.events[-1].type
+            if last == "step/end":
+                agent.cancel()  # lands between two steps, while this flush runs
+            await trio.lowlevel.checkpoint()
+            finished.append(last)
+
+        h.ctx.on("session/flush", listener)
+        agent.send("go")
+        await agent.wait_idle()
+    # The flush between the steps ran to its end (it is outside the steps' phase scope), and
+    # no second step started.
+    assert finished == ["user/message", "step/end", "turn/end"]
+    assert len(h.model.requests) == 1
+    assert agent.session.events[-1].data["reason"] == "aborted"
+    assert stored_types(storage, agent.session.id) == [e.type for e in agent.session.events]
+
+
+async def test_a_cancel_as_a_step_ends_starts_no_next_step_without_persistence() -> None:
+    # Without a flush between them, steps share one phase scope; the cancel marker still stops
+    # the turn before the next step logs anything.
+    async with open_test_harness(
+        [tool_call("c1", "touch"), tool_call("c2", "touch")], tools=Touch(MemoryStorage()).tools()
+    ) as h:
+        agent = h.agent()
+        agent.ctx.on("agent/step-end", lambda payload: agent.cancel())
+        agent.send("go")
+        await agent.wait_idle()
+    assert event_types(agent.session)[-3:] == ["tool/result", "step/end", "turn/end"]
+    assert len(h.model.requests) == 1
+    assert agent.session.events[-1].data["reason"] == "aborted"
+
+
 def test_durability_is_step_or_turn() -> None:
     assert AgentOptions().durability == "step"
     with pytest.raises(ValueError, match="durability"):

@@ -151,7 +151,8 @@ class AgentControl:
         return True
 
     def phase(self) -> trio.CancelScope:
-        """A fresh cancel scope for one phase of a turn (already cancelled after a cancel)."""
+        """A fresh cancel scope for one phase of a turn - the prompt submission, or a run of
+        steps with nothing awaited between them (already cancelled after a cancel)."""
         scope = trio.CancelScope()
         self._phase_scope = scope
         if self._cancel_marker:

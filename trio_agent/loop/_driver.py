@@ -20,11 +20,13 @@ The bracketed flushes are the durability points of ``AgentOptions.durability == 
 ``_durability.py``); with ``"turn"`` only the turn-end flush runs. A failed durability-point
 flush ends the turn ``error``; a failed turn-end flush is reported (``agent/error``, the log).
 
-Cancellation: ``agent.cancel()`` cancels the in-flight *phase scope* (a step, or the prompt
-submission) and sets a marker the driver checks right after the idle wait, after the running
-flip, before each step and at the continuation gate. Because only the phase scope is cancelled,
-the code that closes a step or a turn runs in an uncancelled scope; only an outer cancellation
-(the agent being torn down from outside) needs the shielded, budgeted cleanup in ``close_turn``.
+Cancellation: ``agent.cancel()`` cancels the in-flight *phase scope* (the prompt submission, or
+the steps: consecutive steps share one scope while no flush runs between them) and sets a marker
+the driver checks right after the idle wait, after the running flip, before each step and at the
+continuation gate. Because only the phase scope is cancelled, the code that closes an interrupted
+step or a turn runs in an uncancelled scope (a step that ended by itself is closed inside its
+scope, synchronously); only an outer cancellation (the agent being torn down from outside) needs
+the shielded, budgeted cleanup in ``close_turn``.
 
 The driver owns no agent state: it reads and moves it through :class:`~._control.AgentControl`,
 and reaches the services once, when the agent is built: the model and the sessions through
@@ -196,10 +198,7 @@ class Driver:
             await self.submit_prompts(state)
             if self.durability.by_step and not state.rejected:
                 await self.durability.flush()  # the turn and its prompts are on disk
-            # Checked before each step, which is also the continuation gate of the one before.
-            while not state.rejected and not self.control.cancel_requested:
-                if not await self.step(state):
-                    break
+            await self.steps(state)
         except Exception as exc:
             # Raised while the turn was being cancelled (or closed): the turn still ends aborted
             # (or disposed), which close_turn derives from the same flags, but the error is
@@ -316,20 +315,40 @@ class Driver:
 
     # --- one step ---------------------------------------------------------------------------
 
-    async def step(self, turn: TurnState) -> bool:
-        """Run one step; return whether the turn continues."""
-        turn.steps += 1
-        step = StepState(number=turn.steps)
-        continuing = False
-        try:
-            with self.control.phase():
-                continuing = await self.step_body(turn, step)
-        finally:
-            self.close_step(turn, step)
-        if continuing and self.durability.by_step:
-            # A step that ended stays ended; the last one goes out with the turn-end flush.
-            await self.durability.flush()
-        return continuing
+    async def steps(self, turn: TurnState) -> None:
+        """Run steps until one says stop or a cancel lands, each step closed however it ends.
+
+        Consecutive steps share one phase scope while nothing between them awaits: with no
+        flush to make there, a cancel can only land inside a step, so one scope per run of
+        steps behaves as one per step, minus trio's scope enter and exit (#17). A flush that
+        has work runs between two phases, where a cancel does not interrupt it (the step
+        that ended stays ended; the last one goes out with the turn-end flush).
+        """
+        control, durability = self.control, self.durability
+        # Checked before each step, which is also the continuation gate of the one before.
+        while not turn.rejected and not control.cancel_requested:
+            flush = False
+            step: StepState | None = None
+            try:
+                with control.phase():
+                    while True:
+                        turn.steps += 1
+                        step = StepState(number=turn.steps)
+                        continuing = await self.step_body(turn, step)
+                        ended, step = step, None
+                        self.close_step(turn, ended)
+                        if not continuing or control.cancel_requested:
+                            break
+                        if durability.by_step and durability.flushes:
+                            flush = True
+                            break
+            finally:
+                # A step that raised (a cancel included) is closed outside the scope.
+                if step is not None:
+                    self.close_step(turn, step)
+            if not flush:
+                return
+            await durability.flush()
 
     async def step_body(self, turn: TurnState, step: StepState) -> bool:
         agent = self.agent
