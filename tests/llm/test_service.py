@@ -21,6 +21,7 @@ from trio_agent.llm import (
     LlmFailure,
     LlmService,
     LlmStreamCall,
+    Message,
     RetryPolicy,
     StreamChunk,
     TextBlock,
@@ -541,6 +542,25 @@ async def test_deadline_on_a_hanging_model(
         await collect(lctx, make_request())
     assert scope.cancelled_caught
     assert trio.current_time() - start == pytest.approx(30)
+
+
+async def test_entering_a_stream_nobody_routes_is_a_cancellation_point(lctx: Context) -> None:
+    opened: list[GenerateRequest] = []
+
+    async def spy(call: LlmStreamCall, next: Next) -> LlmAdapter:
+        opened.append(call.request)
+        return await next()
+
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with lctx.llm.stream(make_request()):
+            pytest.fail("must not open")  # pragma: no cover
+    assert scope.cancelled_caught
+    # With a listener the same request reaches the adapter through the waterfall.
+    lctx.on("llm/stream", spy)
+    async with lctx.llm.stream(make_request(text="routed")) as chunks:
+        assert [c async for c in chunks]
+    assert [r.messages[0].content for r in opened] == [Message.user("routed").content]
 
 
 async def test_cancel_while_routing_propagates(lctx: Context) -> None:

@@ -199,22 +199,24 @@ class LlmService(Service, name="llm"):
         """
         return _StreamCall(self, request)
 
-    async def _adapter_for(self, call: LlmStreamCall) -> LlmAdapter:
-        """The adapter ``llm/stream`` chooses for ``call`` (by default the provider's)."""
+    async def _adapter_for(self, request: GenerateRequest) -> tuple[LlmAdapter, GenerateRequest]:
+        """The adapter ``llm/stream`` chooses for ``request`` (by default the provider's), and
+        the request as the listeners left it."""
+        caller = self.caller
+        if not caller.hears("llm/stream"):
+            # Unheard (#17): the waterfall's cancellation point, then its default - no payload,
+            # closure or coroutine. Opening the adapter's stream is the schedule point.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return self._registered_for(request), request
+        call = LlmStreamCall(request)
         chosen: list[LlmAdapter] = []
 
         async def default() -> LlmAdapter:
-            provider = call.request.config.provider
-            route = self._routes.get(provider)
-            # No checkpoint of its own (#17): the waterfall is the entry's cancellation point
-            # and opening the adapter's stream its schedule point.
-            adapter = (
-                _Unavailable(provider, tuple(self._routes)) if route is None else route.adapter
-            )
+            adapter = self._registered_for(call.request)
             chosen.append(adapter)
             return adapter
 
-        adapter = await self.caller.waterfall("llm/stream", call, default)
+        adapter = await caller.waterfall("llm/stream", call, default)
         # The default's answer was checked at register(); only a listener's needs the (slow,
         # runtime-Protocol) isinstance check.
         if not (chosen and adapter is chosen[0]) and not isinstance(adapter, LlmAdapter):
@@ -222,7 +224,14 @@ class LlmService(Service, name="llm"):
                 f"an 'llm/stream' listener returned {type(adapter).__name__}; listeners must "
                 "return an LlmAdapter (usually the result of 'await next()')"
             )
-        return adapter
+        return adapter, call.request
+
+    def _registered_for(self, request: GenerateRequest) -> LlmAdapter:
+        """The adapter registered for the request's provider (one failing with ``NO_ADAPTER``
+        when there is none)."""
+        provider = request.config.provider
+        route = self._routes.get(provider)
+        return _Unavailable(provider, tuple(self._routes)) if route is None else route.adapter
 
     async def generate(self, request: GenerateRequest) -> Generation:
         """Call the model and wait for the whole answer (failures are in ``finish``)."""
@@ -440,8 +449,7 @@ class _StreamCall:
         if self._inline is not None or self._pumped is not None:
             raise RuntimeError("a ctx.llm.stream(...) context is entered once; call stream again")
         service = self._service
-        call = LlmStreamCall(self._request)
-        adapter = await service._adapter_for(call)
+        adapter, request = await service._adapter_for(self._request)
         redactor = service.ctx.get(Redactor)
         if getattr(type(adapter), "streams_inline", False) is True:
             # No pump task, nursery, memory channel or generator-based context manager: the
@@ -449,9 +457,9 @@ class _StreamCall:
             # chunk exactly as _guarded makes them. The caller's own exception (Cancelled
             # included) reaches the adapter's stream on the way out, then propagates as itself.
             self._inline = channel = _InlineChannel(adapter, redactor)
-            await channel.open(call.request)
+            await channel.open(request)
             return channel
-        guard = _guarded(adapter, call.request, redactor)
+        guard = _guarded(adapter, request, redactor)
         chunks = await guard.__aenter__()
         self._pumped = guard
         return chunks

@@ -192,14 +192,19 @@ class SystemPrompt(Service, name="system_prompt"):
             if value is not None and not isinstance(value, str):
                 value = await _resolve_later(entry, "variable", value)
             variables[entry.name] = value
+        heard = self.ctx.hears("system-prompt/assemble")
         registry = self.ctx.get(_TOOLS)
         if registry is None:
             tools: tuple[ToolSchema, ...] = ()
-        elif fresh or self.ctx.hears("system-prompt/assemble"):
+        elif fresh or heard:
             tools = tuple(registry.schemas(agent))
         else:  # the keyword only when asked for: a stand-in tools service may not know it
             tools = tuple(registry.schemas(agent, fresh=False))
         assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
+        if not heard:
+            # Unheard (#17): the waterfall's cancellation point, then its default.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return assembly
         request = PromptAssembleRequest(assembly, agent)
 
         async def default() -> object:

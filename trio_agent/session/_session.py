@@ -310,7 +310,9 @@ class Session:
         """Fold ``event`` into the bookkeeping and the projection, then store it (``payload``:
         its typed payload when the caller holds it already)."""
         kind = event.type
-        if kind == "turn/start":
+        if kind == "assistant/chunk":
+            pass  # the most numerous event: no bookkeeping, not projected
+        elif kind == "turn/start":
             turn = (payload if type(payload) is TurnStart else event.payload_as(TurnStart)).turn
             self._last_turn = turn
             self._open_turn = turn
