@@ -9,7 +9,8 @@
 1b. Per streamed chunk, end to end: adapter -> ``llm/stream`` guard -> assembler ->
    ``assistant/chunk`` append -> ``agent/stream-chunk``, from one 2,000-chunk answer. Floor: the
    same chunks fed to a ``BlockAssembler`` and appended to a plain list.
-1c. Chunk logging alone: ``Session.append`` of one ``assistant/chunk`` (floor: ``list.append``).
+1c. Chunk logging alone: ``Session.append`` of one ``assistant/chunk`` payload, and the loop's
+   ``Session.append_chunk`` (floor: ``list.append`` of the payload).
 1d. Concurrent streaming agents per core: agents streaming at 50 chunks/s; the process's CPU time
    over the wall time of a run with K agents gives how many such agents saturate one core.
 2. N agents running one turn each concurrently, model latency ``trio.sleep(0.01)``: wall time
@@ -209,27 +210,40 @@ async def _floor_chunks(chunks: int) -> float:
     return elapsed / chunks
 
 
-def _chunk_logging(count: int) -> tuple[float, float]:
-    """Seconds per ``assistant/chunk`` append: Session vs a plain list (same payload objects)."""
+def _chunk_logging(count: int) -> tuple[float, float, float]:
+    """Seconds per ``assistant/chunk`` append: ``Session.append`` of a payload, the loop's
+    ``Session.append_chunk``, and a plain list (the same payload objects)."""
     from trio_agent.ids import SessionId
     from trio_agent.llm import TextDelta
     from trio_agent.session import Session, SessionHeader
 
-    payloads = [AssistantChunk(turn=1, step=1, chunk=TextDelta(0, "tok ")) for _ in range(count)]
-    session = Session(SessionHeader(session_id=SessionId("bench"), created_at=time.time()))
-    session.append(TurnStart.event_type, TurnStart(turn=1))
-    session.append(StepStart.event_type, StepStart(turn=1, step=1))
-    gc.collect()
+    chunks = [TextDelta(0, "tok ") for _ in range(count)]
+    payloads = [AssistantChunk(turn=1, step=1, chunk=chunk) for chunk in chunks]
+
+    def fresh_session() -> Session:
+        session = Session(SessionHeader(session_id=SessionId("bench"), created_at=time.time()))
+        session.append(TurnStart.event_type, TurnStart(turn=1))
+        session.append(StepStart.event_type, StepStart(turn=1, step=1))
+        gc.collect()
+        return session
+
+    session = fresh_session()
     start = time.perf_counter()
     for payload in payloads:
         session.append(AssistantChunk.event_type, payload)
     logged = time.perf_counter() - start
+    session = fresh_session()
+    append_chunk = session.append_chunk
+    start = time.perf_counter()
+    for chunk in chunks:
+        append_chunk(1, 1, chunk)
+    direct = time.perf_counter() - start
     log: list[tuple[str, object]] = []
     start = time.perf_counter()
     for payload in payloads:
         log.append((AssistantChunk.event_type, payload))
     floor = time.perf_counter() - start
-    return logged / count, floor / count
+    return logged / count, direct / count, floor / count
 
 
 async def _streaming_agents(count: int, chunks: int) -> float:
@@ -408,16 +422,25 @@ def run(smoke: bool) -> list[Metric]:
             "floor: the adapter's chunks into an assembler and a plain list",
         )
     )
-    logged, logged_floor = min(_chunk_logging(2_000 if smoke else 50_000) for _ in range(repeats))
-    metrics.append(
+    logged, direct, logged_floor = min(
+        _chunk_logging(2_000 if smoke else 50_000) for _ in range(repeats)
+    )
+    metrics += [
         Metric(
             "chunk logging: Session.append(assistant/chunk)",
             logged * 1e6,
             "µs",
             logged_floor * 1e6,
             "floor: list.append of the same payload",
-        )
-    )
+        ),
+        Metric(
+            "chunk logging: Session.append_chunk (the loop's path)",
+            direct * 1e6,
+            "µs",
+            logged_floor * 1e6,
+            "floor: list.append of the same payload",
+        ),
+    ]
     per_core = trio.run(_streaming_agents, 20 if smoke else 200, 5 if smoke else 25)
     metrics.append(
         Metric(

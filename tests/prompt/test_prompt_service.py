@@ -168,6 +168,28 @@ async def test_every_registration_change_reaches_the_next_assembly(
     assert texts(await prompt.assemble(a)) == []
 
 
+async def test_a_shared_assembly_is_reused_until_something_in_it_changes(
+    ctx: Context, prompt: SystemPrompt
+) -> None:
+    a, b = make_agent(ctx, "A"), make_agent(ctx, "B")
+    mood = ["calm"]
+    prompt.section("base", "Base.")
+    prompt.variable("mood", lambda agent: mood[0])
+    first = await prompt.assemble(a, fresh=False)
+    assert await prompt.assemble(a, fresh=False) is first  # nothing changed
+    assert await prompt.assemble(a) is not first  # fresh objects unless asked otherwise
+    assert await prompt.assemble(b, fresh=False) is not first  # another scope
+    mood[0] = "busy"  # providers still run every call
+    busy = await prompt.assemble(a, fresh=False)
+    assert busy is not first and dict(busy.variables) == {"mood": "busy"}
+    assert await prompt.assemble(a, fresh=False) is busy
+    off = a.ctx.system_prompt.section("base", "Shadowed.")
+    shadowed = await prompt.assemble(a, fresh=False)
+    assert texts(shadowed) == [("base", "Shadowed.")]
+    off()
+    assert texts(await prompt.assemble(a, fresh=False)) == [("base", "Base.")]
+
+
 async def test_registrations_are_owned_and_disposable(ctx: Context, prompt: SystemPrompt) -> None:
     def plugin(plugin_ctx: Context, config: None) -> None:
         plugin_ctx.system_prompt.section("from_plugin", "P")

@@ -21,6 +21,7 @@ from trio_agent.llm import (
     Message,
     ReasoningBlock,
     ReasoningDelta,
+    StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallBlock,
@@ -38,6 +39,7 @@ from trio_agent.session import (
     RequestHeader,
     Session,
     SessionAppended,
+    SessionDetachedError,
     SessionHeader,
     StepEnd,
     StepStart,
@@ -90,6 +92,33 @@ def test_chunk_snapshot_equals_generic(chunk: object) -> None:
     # what was appended, and the appended objects are not kept alive by the log.
     assert event.payload == payload
     assert event.payload is not payload
+
+
+@pytest.mark.parametrize("chunk", CHUNKS, ids=repr)
+def test_append_chunk_logs_what_append_logs(chunk: StreamChunk) -> None:
+    by_payload, direct = _session(), _session()
+    expected = by_payload.append(AssistantChunk(turn=2, step=5, chunk=chunk))
+    event = direct.append_chunk(2, 5, chunk)
+    assert (event.seq, event.type) == (expected.seq, expected.type)
+    assert json.dumps(event.data) == json.dumps(expected.data)
+    assert event.payload == expected.payload
+    assert direct.events_of_type("assistant/chunk")[-1] is event
+
+
+def test_append_chunk_refuses_what_append_refuses() -> None:
+    session = _session()
+    with pytest.raises(JsonValueError):
+        session.append_chunk(1, 1, TextDelta(0, "bad \ud800"))
+    assert len(session.events) == 0
+    # Not an int: the generic path decides, as it does for append.
+    odd = session.append_chunk(True, 1, TextDelta(0, "ok"))
+    assert (
+        odd.data
+        == _session().append(AssistantChunk(turn=True, step=1, chunk=TextDelta(0, "ok"))).data
+    )
+    session.detach()
+    with pytest.raises(SessionDetachedError):
+        session.append_chunk(1, 1, TextDelta(0, "late"))
 
 
 def test_counter_payload_snapshots_equal_generic() -> None:

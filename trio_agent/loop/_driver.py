@@ -83,7 +83,6 @@ from ..llm import (
 )
 from ..prompt import SystemPrompt
 from ..session import (
-    AssistantChunk,
     AssistantMessageEvent,
     ContextMessageEvent,
     PromptBlocked,
@@ -477,7 +476,7 @@ class Driver:
         step.assembler = assembler
         async with self.llm.stream(request) as chunks:
             ctx = self.ctx
-            append = self.session.append
+            append = self.session.append_chunk
             feed = assembler.feed
             number, step_number = turn.number, step.number
             receive = chunks.receive
@@ -486,7 +485,7 @@ class Driver:
                     chunk = await receive()
                 except trio.EndOfChannel:  # never, while ctx.llm keeps its contract
                     break
-                append(AssistantChunk(turn=number, step=step_number, chunk=chunk))
+                append(number, step_number, chunk)
                 # Build the notification only when someone listens (#17).
                 if ctx.hears("agent/stream-chunk"):
                     ctx.emit(

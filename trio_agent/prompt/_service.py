@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import operator
 import types
 from collections.abc import Awaitable, Callable
 from typing import Protocol, final
@@ -77,6 +78,8 @@ class SystemPrompt(Service, name="system_prompt"):
         self._seq = itertools.count()
         #: scope -> (sections in render order, variables) visible there, until any change.
         self._visible: dict[Scope | None, tuple[list[_Entry], list[_Entry]]] = {}
+        #: scope -> the last shared assembly made there, and what it was made from.
+        self._assembled: dict[Scope | None, _Assembled] = {}
         if self.config.persona:
             self.section("persona", self.config.persona, order=0)
 
@@ -145,7 +148,7 @@ class SystemPrompt(Service, name="system_prompt"):
             )
         entry = _Entry(name, value, order, next(self._seq), caller.fiber.name)
         table.setdefault(scope, {})[name] = entry
-        self._visible.clear()
+        self._forget_visible()
 
         def remove() -> None:
             layer = table.get(scope)
@@ -153,7 +156,7 @@ class SystemPrompt(Service, name="system_prompt"):
                 del layer[name]
                 if not layer:
                     del table[scope]
-                self._visible.clear()
+                self._forget_visible()
 
         return caller.defer(remove, label=f"prompt {kind} {name}")
 
@@ -174,18 +177,21 @@ class SystemPrompt(Service, name="system_prompt"):
         after anyway (the loop's step, which streams the model next), the call then yields only
         where a provider or listener does. With ``fresh=False`` the tool schemas are the tools
         service's shared snapshots (read-only; see ``ToolRegistry.schemas``) unless a
-        ``system-prompt/assemble`` listener is registered, which gets fresh ones to change.
+        ``system-prompt/assemble`` listener is registered, which gets fresh ones to change;
+        without such a listener the assembly itself is then the one returned last time at the
+        same scope when every section text, variable value and tool schema is the same
+        (providers still run every call; the assembly is frozen, its variables read-only).
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()
         scope = None if agent is None else agent.ctx.scope
         visible_sections, visible_variables = self._visible_at(scope)
-        sections = []
+        texts: list[str] = []
         for entry in visible_sections:
             text = _resolve_now(entry, "section", agent)
             if text is not None and not isinstance(text, str):
                 text = await _resolve_later(entry, "section", text)
-            sections.append(PromptSection(entry.name, text or "", entry.order))
+            texts.append(text or "")
         variables: dict[str, str | None] = {}
         for entry in visible_variables:
             value = _resolve_now(entry, "variable", agent)
@@ -200,12 +206,22 @@ class SystemPrompt(Service, name="system_prompt"):
             tools = tuple(registry.schemas(agent))
         else:  # the keyword only when asked for: a stand-in tools service may not know it
             tools = tuple(registry.schemas(agent, fresh=False))
-        assembly = PromptAssembly(tuple(sections), tools, types.MappingProxyType(variables))
         if not heard:
-            # Unheard (#17): the waterfall's cancellation point, then its default.
+            # Unheard (#17): the waterfall's cancellation point, then its default - for a
+            # shared (``fresh=False``) assembly the one made last time at this scope when
+            # nothing in it changed.
             await trio.lowlevel.checkpoint_if_cancelled()
+            if fresh:
+                return _assembly(visible_sections, texts, tools, variables)
+            last = self._assembled.get(scope)
+            if last is not None and last.matches(visible_sections, texts, tools, variables):
+                return last.assembly
+            if len(self._assembled) >= _VISIBLE_SCOPES:
+                self._assembled.clear()
+            assembly = _assembly(visible_sections, texts, tools, variables)
+            self._assembled[scope] = _Assembled(visible_sections, texts, variables, assembly)
             return assembly
-        request = PromptAssembleRequest(assembly, agent)
+        request = PromptAssembleRequest(_assembly(visible_sections, texts, tools, variables), agent)
 
         async def default() -> object:
             return request.assembly
@@ -217,6 +233,10 @@ class SystemPrompt(Service, name="system_prompt"):
                 "PromptAssembly (return attrs.evolve(await next(), ...))"
             )
         return result
+
+    def _forget_visible(self) -> None:
+        self._visible.clear()
+        self._assembled.clear()
 
     def _visible_at(self, scope: Scope | None) -> tuple[list[_Entry], list[_Entry]]:
         """The sections (in render order) and variables visible at ``scope``, kept until a
@@ -249,8 +269,58 @@ class SystemPrompt(Service, name="system_prompt"):
         return render_prompt(assembly)
 
 
-#: How many scopes' visible registrations are kept (a scope holds no agent).
+#: How many scopes' visible registrations (and last shared assemblies) are kept; a scope holds
+#: no agent.
 _VISIBLE_SCOPES = 64
+
+
+def _assembly(
+    visible: list[_Entry],
+    texts: list[str],
+    tools: tuple[ToolSchema, ...],
+    variables: dict[str, str | None],
+) -> PromptAssembly:
+    sections = tuple(
+        PromptSection(entry.name, text, entry.order)
+        for entry, text in zip(visible, texts, strict=True)
+    )
+    return PromptAssembly(sections, tools, types.MappingProxyType(variables))
+
+
+@final
+class _Assembled:
+    """A shared assembly and what it was made from: the visible sections (the cached list, so
+    its identity stands for every name and order), their texts and the variables' values."""
+
+    __slots__ = ("assembly", "texts", "variables", "visible")
+
+    def __init__(
+        self,
+        visible: list[_Entry],
+        texts: list[str],
+        variables: dict[str, str | None],
+        assembly: PromptAssembly,
+    ) -> None:
+        self.visible = visible
+        self.texts = texts
+        self.variables = variables
+        self.assembly = assembly
+
+    def matches(
+        self,
+        visible: list[_Entry],
+        texts: list[str],
+        tools: tuple[ToolSchema, ...],
+        variables: dict[str, str | None],
+    ) -> bool:
+        shared = self.assembly.tools
+        return (
+            visible is self.visible
+            and texts == self.texts
+            and variables == self.variables
+            and len(tools) == len(shared)
+            and all(map(operator.is_, tools, shared))
+        )
 
 
 def _resolve_now(

@@ -23,6 +23,7 @@ from ..llm import (
     Message,
     ReasoningBlock,
     ReasoningDelta,
+    StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallBlock,
@@ -47,7 +48,7 @@ from ._events import (
 )
 from ._json import snapshot_json
 
-__all__ = ["FAST_ENCODERS", "UNSHARED"]
+__all__ = ["FAST_ENCODERS", "UNSHARED", "encode_chunk"]
 
 _Snapshot = dict[str, Any]
 
@@ -88,10 +89,12 @@ def _turn_end(data: TurnEnd) -> _Snapshot | None:
 
 
 def _chunk(data: AssistantChunk) -> _Snapshot | None:
-    """An ``assistant/chunk`` carrying a delta: the per-chunk hot path."""
-    turn = data.turn
-    step = data.step
-    chunk = data.chunk
+    return encode_chunk(data.turn, data.step, data.chunk)
+
+
+def encode_chunk(turn: int, step: int, chunk: StreamChunk) -> _Snapshot | None:
+    """The data of ``assistant/chunk`` ``(turn, step, chunk)``, checked in place, or ``None``
+    for a chunk this fast path does not know (the per-chunk hot path)."""
     if type(turn) is not int or type(step) is not int:
         return None
     kind = type(chunk)

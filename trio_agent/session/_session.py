@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .. import _serde
-from ._encoders import FAST_ENCODERS, UNSHARED
+from ._encoders import FAST_ENCODERS, UNSHARED, encode_chunk
 from ._errors import (
     EventPayloadError,
     InvalidSeedError,
@@ -25,6 +25,7 @@ from ._errors import (
 from ._events import (
     EVENT_PAYLOADS,
     SHAREABLE_PAYLOADS,
+    AssistantChunk,
     RequestHeader,
     SessionEndSeed,
     SessionEvent,
@@ -41,6 +42,7 @@ from ._projection import MessageHistory, Projection
 
 if TYPE_CHECKING:
     from ..ids import SessionId
+    from ..llm import StreamChunk
     from ..runtime import Disposer, Scope
 
 __all__ = ["EventLog", "Session", "SessionAppended", "SessionSubscription"]
@@ -305,6 +307,19 @@ class Session:
         self._commit(event, payload)
         self._publish(event)
         return event
+
+    def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> SessionEvent:
+        """``append(AssistantChunk(turn=turn, step=step, chunk=chunk))``, the same event, without
+        building the payload first: the loop logs every streamed chunk through it (#17). Raises
+        what :meth:`append` raises."""
+        if not (self._publishing or self._detached):
+            data = encode_chunk(turn, step, chunk)
+            if data is not None:
+                event = new_event(len(self._events), "assistant/chunk", time.time(), data)
+                self._commit(event)
+                self._publish(event)
+                return event
+        return self.append(AssistantChunk(turn=turn, step=step, chunk=chunk))
 
     def _commit(self, event: SessionEvent, payload: object | None = None) -> None:
         """Fold ``event`` into the bookkeeping and the projection, then store it (``payload``:
