@@ -6,6 +6,7 @@
    appending the same events to a plain in-memory ``list`` (not the library's ``Session``, whose
    speed would otherwise flatter the ratio). Absolute µs are reported next to the ratio. Both
    run on a frozen heap (``gc.freeze`` of what existed before the run; see ``_on_frozen_heap``).
+1a. Garbage collections per 1,000 steps (generations 0 and 1), harness and floor.
 1b. Per streamed chunk, end to end: adapter -> ``llm/stream`` guard -> assembler ->
    ``assistant/chunk`` append -> ``agent/stream-chunk``, from one 2,000-chunk answer. Floor: the
    same chunks fed to a ``BlockAssembler`` and appended to a plain list.
@@ -82,6 +83,20 @@ def _on_frozen_heap(run: Callable[[int], Awaitable[float]], steps: int) -> float
         return trio.run(run, steps)
     finally:
         gc.unfreeze()
+
+
+def _collections(run: Callable[[int], Awaitable[float]], steps: int) -> tuple[float, float]:
+    """Garbage collections (generation 0, generation 1) per 1,000 steps of ``run`` on a frozen
+    heap: each young collection stands for ~700 container objects allocated and still alive."""
+    gc.collect()
+    gc.freeze()
+    try:
+        before = [stats["collections"] for stats in gc.get_stats()]
+        trio.run(run, steps)
+        after = [stats["collections"] for stats in gc.get_stats()]
+    finally:
+        gc.unfreeze()
+    return (after[0] - before[0]) * 1000 / steps, (after[1] - before[1]) * 1000 / steps
 
 
 def _idle_tool(index: int) -> Any:
@@ -408,6 +423,17 @@ def run(smoke: bool) -> list[Metric]:
             "µs",
             one * 1e6,
             "floor: the same loop with 1 tool visible (the cost of the others' schemas)",
+        )
+    )
+    young, middle = _collections(_harness_steps, steps)
+    young_floor, middle_floor = _collections(_floor_steps, steps)
+    metrics.append(
+        Metric(
+            f"GC collections per 1,000 steps, generation 0 ({steps:,} steps)",
+            young,
+            "collections",
+            young_floor,
+            f"generation 1: {middle:.0f} (floor {middle_floor:.0f}); floor: the hand-written loop",
         )
     )
     chunks = 200 if smoke else _CHUNKS

@@ -6,7 +6,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, final
 
 import attrs
@@ -229,18 +229,7 @@ class OfflineAdapter:
         self, request: GenerateRequest
     ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
         """Stream :meth:`respond`'s answer token by token."""
-        return self._stream(request)
-
-    @contextlib.asynccontextmanager
-    async def _stream(
-        self, request: GenerateRequest
-    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
-        await trio.lowlevel.checkpoint()
-        channel = Playback(self.respond(request).chunks(), delay=self.delay)
-        try:
-            yield channel
-        finally:
-            channel.close()
+        return _OfflineStream(self, request)
 
     def _decide(self, request: GenerateRequest) -> ScriptedResponse:
         messages = request.messages
@@ -340,3 +329,26 @@ class OfflineProvider:
     def __init__(self, ctx: Context, config: OfflineProvider.Config) -> None:
         self.adapter = OfflineAdapter(name=config.name, delay=config.delay)
         ctx.require(LlmService).register(self.adapter, models=config.models)
+
+
+@final
+class _OfflineStream:
+    """One :meth:`OfflineAdapter.stream` call (a class, not a generator-based context manager:
+    the loop opens one per step, #17)."""
+
+    __slots__ = ("_adapter", "_channel", "_request")
+
+    def __init__(self, adapter: OfflineAdapter, request: GenerateRequest) -> None:
+        self._adapter = adapter
+        self._request = request
+        self._channel: Playback | None = None
+
+    async def __aenter__(self) -> Playback:
+        await trio.lowlevel.checkpoint()
+        adapter = self._adapter
+        self._channel = Playback(adapter.respond(self._request).chunks(), delay=adapter.delay)
+        return self._channel
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._channel is not None:
+            self._channel.close()

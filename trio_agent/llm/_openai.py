@@ -645,7 +645,7 @@ class OpenAiAdapter:
             raise trio.ClosedResourceError(
                 f"OpenAI adapter {self._name!r} is closed; streams need a live adapter"
             )
-        return self._stream(request)
+        return _OpenStream(self, request)
 
     def _api_key(self) -> tuple[str | None, LlmFailure | None]:
         if self.api_key_env is None:
@@ -665,16 +665,30 @@ class OpenAiAdapter:
             )
         return key, None
 
-    @contextlib.asynccontextmanager
-    async def _stream(
-        self, request: GenerateRequest
-    ) -> AsyncIterator[trio.abc.ReceiveChannel[StreamChunk]]:
-        channel = _EventStream(self)
+
+
+@final
+class _OpenStream:
+    """One :meth:`OpenAiAdapter.stream` call: the request is sent on entry, the connection given
+    back on exit. A class, not a generator-based context manager: the loop opens one per step
+    (#17)."""
+
+    __slots__ = ("_channel", "_request")
+
+    def __init__(self, adapter: OpenAiAdapter, request: GenerateRequest) -> None:
+        self._channel = _EventStream(adapter)
+        self._request = request
+
+    async def __aenter__(self) -> trio.abc.ReceiveChannel[StreamChunk]:
         try:
-            await channel.start(request)
-            yield channel
-        finally:
-            await channel.release()
+            await self._channel.start(self._request)
+        except BaseException:
+            await self._channel.release()
+            raise
+        return self._channel
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._channel.release()
 
 
 @final
