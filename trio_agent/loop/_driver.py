@@ -106,6 +106,10 @@ __all__ = ["Driver", "SharedServices"]
 
 logger = logging.getLogger("trio_agent.loop")
 
+#: The default continuation decisions (frozen: one of each serves every step).
+_CONTINUE = ContinuationDecision("continue")
+_STOP = ContinuationDecision("stop")
+
 
 @final
 @attrs.frozen
@@ -382,8 +386,8 @@ class Driver:
         step.assembler = None
         if finish == "max-tokens":
             turn.max_tokens = True
-        elif message.tool_calls:
-            await self.tools.run(turn, step, message.tool_calls)
+        elif calls := message.tool_calls:
+            await self.tools.run(turn, step, calls)
         self.log_step_contexts(turn, step)
         return await self.continuation(turn, step, message, finish)
 
@@ -524,7 +528,7 @@ class Driver:
         """Steering drain, ``agent/turn-continuation`` and ``agent/turn-stop``."""
         agent, ctx = self.agent, self.ctx
         steered = self.drain_steering(turn, step=step.number)
-        default = ContinuationDecision("continue" if step.wants_more(finish) else "stop")
+        default = _CONTINUE if step.wants_more(finish) else _STOP
         if ctx.hears("agent/turn-continuation"):
 
             async def keep_default() -> ContinuationDecision:

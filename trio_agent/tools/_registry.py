@@ -370,13 +370,23 @@ class ToolRegistry(Service, name="tools"):
         scope = _scope_of(invocation.agent)
         parsed = parse_arguments_text(invocation.arguments)
         call = _Call(invocation, self._view(scope).get(invocation.name), scope, parsed)
-        if self._guards or any(map(self.ctx.hears, _STAGES)):
+        watched = bool(self._guards) or any(map(self.ctx.hears, _STAGES))
+        if watched:
             # Built before the body runs: listeners see the arguments as the call began.
             call.build_execution()
         try:
             if checkpoint:
                 await trio.lowlevel.checkpoint()
-            result = await self._pipeline(call)
+            if watched:
+                result = await self._pipeline(call)
+            else:
+                # No stage listener and no guard (#17): no pre-execute stage or guard pass to
+                # run - execute's cancellation point stands for pre-execute's, as nothing runs
+                # between them; post-execute keeps its own (the body may register a listener).
+                try:
+                    result = await self._post_execute(call, await self._execute(call))
+                except _StageFailed as failed:
+                    result = failed.result
         except BaseException:
             self._publish(call, aborted_result(invocation.call_id, call.started))
             raise
