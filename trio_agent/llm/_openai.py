@@ -666,7 +666,6 @@ class OpenAiAdapter:
         return key, None
 
 
-
 @final
 class _OpenStream:
     """One :meth:`OpenAiAdapter.stream` call: the request is sent on entry, the connection given
