@@ -14,7 +14,7 @@ import trio
 
 from ..runtime import Context
 from ._models import ModelList, to_model_list
-from ._playback import Playback
+from ._playback import Playback, PlaybackStream
 from ._scripted import ScriptedResponse, text, tool_call
 from ._service import LlmService
 from ._types import (
@@ -229,7 +229,10 @@ class OfflineAdapter:
         self, request: GenerateRequest
     ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
         """Stream :meth:`respond`'s answer token by token."""
-        return _OfflineStream(self, request)
+        return PlaybackStream(self._play, request)
+
+    def _play(self, request: GenerateRequest) -> Playback:
+        return Playback(self.respond(request).chunks(), delay=self.delay)
 
     def _decide(self, request: GenerateRequest) -> ScriptedResponse:
         messages = request.messages
@@ -329,26 +332,3 @@ class OfflineProvider:
     def __init__(self, ctx: Context, config: OfflineProvider.Config) -> None:
         self.adapter = OfflineAdapter(name=config.name, delay=config.delay)
         ctx.require(LlmService).register(self.adapter, models=config.models)
-
-
-@final
-class _OfflineStream:
-    """One :meth:`OfflineAdapter.stream` call (a class, not a generator-based context manager:
-    the loop opens one per step, #17)."""
-
-    __slots__ = ("_adapter", "_channel", "_request")
-
-    def __init__(self, adapter: OfflineAdapter, request: GenerateRequest) -> None:
-        self._adapter = adapter
-        self._request = request
-        self._channel: Playback | None = None
-
-    async def __aenter__(self) -> Playback:
-        await trio.lowlevel.checkpoint()
-        adapter = self._adapter
-        self._channel = Playback(adapter.respond(self._request).chunks(), delay=adapter.delay)
-        return self._channel
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._channel is not None:
-            self._channel.close()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import final
 
 import trio
 
-from ._types import StreamChunk
+from ._types import GenerateRequest, StreamChunk
 
-__all__ = ["Playback"]
+__all__ = ["Playback", "PlaybackStream"]
 
 
 @final
@@ -60,3 +60,28 @@ class Playback(trio.abc.ReceiveChannel[StreamChunk]):
     async def aclose(self) -> None:
         self._closed = True
         await trio.lowlevel.checkpoint()
+
+
+@final
+class PlaybackStream:
+    """What an adapter's ``stream(request)`` returns when its answer is precomputed: on entry a
+    checkpoint, then ``play(request)``'s :class:`Playback`, closed on exit. A class, not a
+    generator-based context manager: the loop opens one per step (#17)."""
+
+    __slots__ = ("_channel", "_play", "_request")
+
+    def __init__(
+        self, play: Callable[[GenerateRequest], Playback], request: GenerateRequest
+    ) -> None:
+        self._play = play
+        self._request = request
+        self._channel: Playback | None = None
+
+    async def __aenter__(self) -> Playback:
+        await trio.lowlevel.checkpoint()
+        self._channel = self._play(self._request)
+        return self._channel
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._channel is not None:
+            self._channel.close()

@@ -15,7 +15,7 @@ from ..ids import CallId
 from ..runtime import Context
 from ._errors import ScriptExhaustedError
 from ._models import ModelList, to_model_list
-from ._playback import Playback
+from ._playback import Playback, PlaybackStream
 from ._service import LlmService
 from ._types import (
     BlockEnd,
@@ -288,7 +288,7 @@ class ScriptedAdapter:
         self, request: GenerateRequest
     ) -> contextlib.AbstractAsyncContextManager[trio.abc.ReceiveChannel[StreamChunk]]:
         """Play the next scripted response (see the class docstring)."""
-        return _ScriptedStream(self, request)
+        return PlaybackStream(self._play, request)
 
     def _play(self, request: GenerateRequest) -> Playback:
         self.requests.append(request)
@@ -299,28 +299,6 @@ class ScriptedAdapter:
         return Playback(
             response.chunks(), delay=self.delay, hang=response.hang, error=response.error
         )
-
-
-@final
-class _ScriptedStream:
-    """One :meth:`ScriptedAdapter.stream` call: a class, not a generator-based context manager
-    (the loop opens one per step, #17)."""
-
-    __slots__ = ("_adapter", "_channel", "_request")
-
-    def __init__(self, adapter: ScriptedAdapter, request: GenerateRequest) -> None:
-        self._adapter = adapter
-        self._request = request
-        self._channel: Playback | None = None
-
-    async def __aenter__(self) -> Playback:
-        await trio.lowlevel.checkpoint()
-        self._channel = self._adapter._play(self._request)
-        return self._channel
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._channel is not None:
-            self._channel.close()
 
 
 @final
