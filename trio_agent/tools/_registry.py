@@ -370,14 +370,13 @@ class ToolRegistry(Service, name="tools"):
         scope = _scope_of(invocation.agent)
         parsed = parse_arguments_text(invocation.arguments)
         call = _Call(invocation, self._view(scope).get(invocation.name), scope, parsed)
-        watched = bool(self._guards) or any(map(self.ctx.hears, _STAGES))
-        if watched:
-            # Built before the body runs: listeners see the arguments as the call began.
-            call.build_execution()
         try:
             if checkpoint:
                 await trio.lowlevel.checkpoint()
-            if watched:
+            # Decided after the checkpoint, so a listener or guard registered meanwhile applies.
+            if self._guards or any(map(self.ctx.hears, _STAGES)):
+                # Built before the body runs: listeners see the arguments as the call began.
+                call.build_execution()
                 result = await self._pipeline(call)
             else:
                 # No stage listener and no guard (#17): no pre-execute stage or guard pass to
