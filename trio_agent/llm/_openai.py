@@ -18,6 +18,7 @@ import attrs
 import httpx
 import trio
 
+from .._jsontext import loads
 from ..ids import CallId
 from ..redaction import redact_known, redact_text
 from ..runtime import Context
@@ -357,9 +358,6 @@ def _stream_error(error: object) -> LlmFailure:
     return LlmFailure(code, f"error in the response stream: {message}")
 
 
-_RAW_DECODE = json.JSONDecoder().raw_decode
-
-
 @final
 class _Decoder:
     """Turn the JSON of ``chat.completion.chunk`` events into stream chunks.
@@ -392,18 +390,9 @@ class _Decoder:
         if data == "[DONE]":
             return self.close(out)
         try:
-            # ``raw_decode`` skips ``json.loads``'s wrapper (half of its cost on a small event).
-            # What it does not take whole (surrounding whitespace, extra data, an error) goes
-            # through ``json.loads``, for the same result or the same error.
-            obj, end = _RAW_DECODE(data)
-            whole = end == len(data)
-        except ValueError:
-            whole = False
-        if not whole:
-            try:
-                obj = json.loads(data)
-            except ValueError as exc:
-                raise _Malformed(f"an SSE event is not valid JSON ({exc})", data) from None
+            obj = loads(data)
+        except ValueError as exc:
+            raise _Malformed(f"an SSE event is not valid JSON ({exc})", data) from None
         if type(obj) is not dict:
             raise _Malformed("an SSE event is not a JSON object", data)
         choices = obj.get("choices")

@@ -25,6 +25,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_mapping_structure_fn
 
+from .._jsontext import loads
 from .._serde import converter
 
 __all__ = [
@@ -90,12 +91,6 @@ def _reject_constant(name: str) -> object:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _full_decode(raw: str) -> Any:
-    if raw.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
-    return _DECODER.decode(raw)
-
-
 def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     """Parse the model's arguments text into a JSON object, or return what is wrong with it.
 
@@ -103,22 +98,14 @@ def parse_arguments_text(raw: object) -> dict[str, Any] | str:
     """
     if not isinstance(raw, str):
         return f"arguments must be JSON text, got {type(raw).__name__}"
+    if not raw.strip():
+        return {}
     try:
-        # ``raw_decode`` first: ``decode``'s whitespace handling is most of the cost of a short
-        # text. Text it does not take whole (surrounding whitespace, extra data, an error, a
-        # BOM, blank) takes the full path, for the same value or error.
-        value, end = _DECODER.raw_decode(raw)
-    except (ValueError, RecursionError):
-        end = -1
-    if end != len(raw):
-        if not raw.strip():
-            return {}
-        try:
-            value = _full_decode(raw)
-        except json.JSONDecodeError as exc:
-            return f"arguments are not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        except (ValueError, RecursionError) as exc:
-            return f"arguments are not valid JSON: {exc}"
+        value = loads(raw, _DECODER)
+    except json.JSONDecodeError as exc:
+        return f"arguments are not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+    except (ValueError, RecursionError) as exc:
+        return f"arguments are not valid JSON: {exc}"
     if not isinstance(value, dict):
         return f"arguments must be a JSON object, got {json_type(value)}"
     return value
