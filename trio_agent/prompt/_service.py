@@ -76,10 +76,8 @@ class SystemPrompt(Service, name="system_prompt"):
         self._sections: dict[Scope | None, dict[str, _Entry]] = {}
         self._variables: dict[Scope | None, dict[str, _Entry]] = {}
         self._seq = itertools.count()
-        #: scope -> (sections in render order, variables) visible there, until any change.
-        self._visible: dict[Scope | None, tuple[list[_Entry], list[_Entry]]] = {}
-        #: scope -> the last shared assembly made there, and what it was made from.
-        self._assembled: dict[Scope | None, _Assembled] = {}
+        #: scope -> what is visible there (and the last shared assembly), until any change.
+        self._visible: dict[Scope | None, _Visible] = {}
         if self.config.persona:
             self.section("persona", self.config.persona, order=0)
 
@@ -148,7 +146,7 @@ class SystemPrompt(Service, name="system_prompt"):
             )
         entry = _Entry(name, value, order, next(self._seq), caller.fiber.name)
         table.setdefault(scope, {})[name] = entry
-        self._forget_visible()
+        self._visible.clear()
 
         def remove() -> None:
             layer = table.get(scope)
@@ -156,7 +154,7 @@ class SystemPrompt(Service, name="system_prompt"):
                 del layer[name]
                 if not layer:
                     del table[scope]
-                self._forget_visible()
+                self._visible.clear()
 
         return caller.defer(remove, label=f"prompt {kind} {name}")
 
@@ -185,15 +183,15 @@ class SystemPrompt(Service, name="system_prompt"):
         if checkpoint:
             await trio.lowlevel.checkpoint()
         scope = None if agent is None else agent.ctx.scope
-        visible_sections, visible_variables = self._visible_at(scope)
+        visible = self._visible_at(scope)
         texts: list[str] = []
-        for entry in visible_sections:
+        for entry in visible.sections:
             text = _resolve_now(entry, "section", agent)
             if text is not None and not isinstance(text, str):
                 text = await _resolve_later(entry, "section", text)
             texts.append(text or "")
         variables: dict[str, str | None] = {}
-        for entry in visible_variables:
+        for entry in visible.variables:
             value = _resolve_now(entry, "variable", agent)
             if value is not None and not isinstance(value, str):
                 value = await _resolve_later(entry, "variable", value)
@@ -212,16 +210,9 @@ class SystemPrompt(Service, name="system_prompt"):
             # nothing in it changed.
             await trio.lowlevel.checkpoint_if_cancelled()
             if fresh:
-                return _assembly(visible_sections, texts, tools, variables)
-            last = self._assembled.get(scope)
-            if last is not None and last.matches(visible_sections, texts, tools, variables):
-                return last.assembly
-            if len(self._assembled) >= _VISIBLE_SCOPES:
-                self._assembled.clear()
-            assembly = _assembly(visible_sections, texts, tools, variables)
-            self._assembled[scope] = _Assembled(visible_sections, texts, variables, assembly)
-            return assembly
-        request = PromptAssembleRequest(_assembly(visible_sections, texts, tools, variables), agent)
+                return visible.assembly_of(texts, tools, variables)
+            return visible.shared_assembly(texts, tools, variables)
+        request = PromptAssembleRequest(visible.assembly_of(texts, tools, variables), agent)
 
         async def default() -> object:
             return request.assembly
@@ -234,13 +225,9 @@ class SystemPrompt(Service, name="system_prompt"):
             )
         return result
 
-    def _forget_visible(self) -> None:
-        self._visible.clear()
-        self._assembled.clear()
-
-    def _visible_at(self, scope: Scope | None) -> tuple[list[_Entry], list[_Entry]]:
-        """The sections (in render order) and variables visible at ``scope``, kept until a
-        registration changes (the loop assembles at the same scope every step)."""
+    def _visible_at(self, scope: Scope | None) -> _Visible:
+        """What is visible at ``scope``, kept until a registration changes (the loop assembles
+        at the same scope every step)."""
         visible = self._visible.get(scope)
         if visible is None:
             if len(self._visible) >= _VISIBLE_SCOPES:
@@ -248,7 +235,9 @@ class SystemPrompt(Service, name="system_prompt"):
             sections = sorted(
                 self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)
             )
-            visible = self._visible[scope] = (sections, self._effective(self._variables, scope))
+            visible = self._visible[scope] = _Visible(
+                sections, self._effective(self._variables, scope)
+            )
         return visible
 
     def _effective(
@@ -269,58 +258,51 @@ class SystemPrompt(Service, name="system_prompt"):
         return render_prompt(assembly)
 
 
-#: How many scopes' visible registrations (and last shared assemblies) are kept; a scope holds
-#: no agent.
+#: How many scopes' visible registrations are kept (a scope holds no agent).
 _VISIBLE_SCOPES = 64
 
 
-def _assembly(
-    visible: list[_Entry],
-    texts: list[str],
-    tools: tuple[ToolSchema, ...],
-    variables: dict[str, str | None],
-) -> PromptAssembly:
-    sections = tuple(
-        PromptSection(entry.name, text, entry.order)
-        for entry, text in zip(visible, texts, strict=True)
-    )
-    return PromptAssembly(sections, tools, types.MappingProxyType(variables))
-
-
 @final
-class _Assembled:
-    """A shared assembly and what it was made from: the visible sections (the cached list, so
-    its identity stands for every name and order), their texts and the variables' values."""
+class _Visible:
+    """What one scope sees of the registrations - the sections in render order, the variables
+    - and the last shared assembly made from them there, with the texts and values it holds."""
 
-    __slots__ = ("assembly", "texts", "variables", "visible")
+    __slots__ = ("_assembly", "_texts", "_values", "sections", "variables")
 
-    def __init__(
-        self,
-        visible: list[_Entry],
-        texts: list[str],
-        variables: dict[str, str | None],
-        assembly: PromptAssembly,
-    ) -> None:
-        self.visible = visible
-        self.texts = texts
+    def __init__(self, sections: list[_Entry], variables: list[_Entry]) -> None:
+        self.sections = sections
         self.variables = variables
-        self.assembly = assembly
+        self._assembly: PromptAssembly | None = None
+        self._texts: list[str] = []
+        self._values: dict[str, str | None] = {}
 
-    def matches(
-        self,
-        visible: list[_Entry],
-        texts: list[str],
-        tools: tuple[ToolSchema, ...],
-        variables: dict[str, str | None],
-    ) -> bool:
-        shared = self.assembly.tools
-        return (
-            visible is self.visible
-            and texts == self.texts
-            and variables == self.variables
-            and len(tools) == len(shared)
-            and all(map(operator.is_, tools, shared))
+    def assembly_of(
+        self, texts: list[str], tools: tuple[ToolSchema, ...], values: dict[str, str | None]
+    ) -> PromptAssembly:
+        """A new assembly of these sections with their ``texts``, ``tools`` and ``values``."""
+        sections = tuple(
+            PromptSection(entry.name, text, entry.order)
+            for entry, text in zip(self.sections, texts, strict=True)
         )
+        return PromptAssembly(sections, tools, types.MappingProxyType(values))
+
+    def shared_assembly(
+        self, texts: list[str], tools: tuple[ToolSchema, ...], values: dict[str, str | None]
+    ) -> PromptAssembly:
+        """The last shared assembly when its texts, values and (shared) tool schemas are these,
+        else a new one, kept for next time."""
+        last = self._assembly
+        if (
+            last is not None
+            and texts == self._texts
+            and values == self._values
+            and len(tools) == len(last.tools)
+            and all(map(operator.is_, tools, last.tools))
+        ):
+            return last
+        self._assembly = assembly = self.assembly_of(texts, tools, values)
+        self._texts, self._values = texts, values
+        return assembly
 
 
 def _resolve_now(
