@@ -5,7 +5,7 @@
    Floor: a hand-written trio loop doing the same model stream and the same tool body calls,
    appending the same events to a plain in-memory ``list`` (not the library's ``Session``, whose
    speed would otherwise flatter the ratio). Absolute µs are reported next to the ratio. Both
-   run on a frozen heap (``gc.freeze`` of what existed before the run; see ``_on_frozen_heap``).
+   run on a frozen heap (``gc.freeze`` of what existed before the run; see ``_frozen_heap``).
 1a. Garbage collections per 1,000 steps (generations 0 and 1), harness and floor.
 1b. Per streamed chunk, end to end: adapter -> ``llm/stream`` guard -> assembler ->
    ``assistant/chunk`` append -> ``agent/stream-chunk``, from one 2,000-chunk answer. Floor: the
@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import resource
@@ -29,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
@@ -72,30 +73,33 @@ def _script(steps: int) -> list[Any]:
     return [tool_call(f"c{i}", "noop", "{}") for i in range(steps - 1)] + [text("done")]
 
 
-def _on_frozen_heap(run: Callable[[int], Awaitable[float]], steps: int) -> float:
-    """``trio.run(run, steps)`` with what existed before it kept out of the collector's full
-    passes (``gc.freeze``): a 2,000-step row then measures the loop and the collection of what
-    *it* allocates, not one full scan of the benchmark process's import-time heap (~67,000
-    objects, ~60 ms) that lands inside the longer runs only. Harness and floor alike."""
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """What exists when the block starts kept out of the collector's full passes
+    (``gc.freeze``): a 2,000-step row then measures the loop and the collection of what *it*
+    allocates, not one full scan of the benchmark process's import-time heap (~67,000 objects,
+    ~60 ms) that lands inside the longer runs only. Harness and floor alike."""
     gc.collect()
     gc.freeze()
     try:
-        return trio.run(run, steps)
+        yield
     finally:
         gc.unfreeze()
+
+
+def _on_frozen_heap(run: Callable[[int], Awaitable[float]], steps: int) -> float:
+    """``trio.run(run, steps)`` on a frozen heap (see ``_frozen_heap``)."""
+    with _frozen_heap():
+        return trio.run(run, steps)
 
 
 def _collections(run: Callable[[int], Awaitable[float]], steps: int) -> tuple[float, float]:
     """Garbage collections (generation 0, generation 1) per 1,000 steps of ``run`` on a frozen
     heap: each young collection stands for ~700 container objects allocated and still alive."""
-    gc.collect()
-    gc.freeze()
-    try:
+    with _frozen_heap():
         before = [stats["collections"] for stats in gc.get_stats()]
         trio.run(run, steps)
         after = [stats["collections"] for stats in gc.get_stats()]
-    finally:
-        gc.unfreeze()
     return (after[0] - before[0]) * 1000 / steps, (after[1] - before[1]) * 1000 / steps
 
 
