@@ -70,11 +70,7 @@ class SseParser:
         self._buffer = rest + "\r" if hold else rest
         events: list[SseEvent] = []
         for line in lines:
-            # A ``data:`` field, the common line, inline (#17).
-            if line[:5] == "data:":
-                self._data.append(line[6:] if line[5:6] == " " else line[5:])
-            else:
-                self._line(line, events)
+            self._line(line, events)
         return events
 
     def close(self) -> list[SseEvent]:
