@@ -478,10 +478,12 @@ async def test_a_cancel_while_the_worker_thread_syncs_waits_for_it(
     def fsync(fd: int) -> None:
         if on_file(path, fd):  # the append's sync, in the backend's worker thread
             syncs.append(fd)
-            trio.from_thread.run_sync(entered.set)
+            # The backend's worker is a bare cache thread (trio_agent._threads): name the run.
+            trio.from_thread.run_sync(entered.set, trio_token=token)
             assert release.wait(timeout=30)
         real_fsync(fd)
 
+    token = trio.lowlevel.current_trio_token()
     async with open_store(JSONL, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
         append_tool_turn(session)

@@ -46,6 +46,7 @@ from typing import final
 import attrs
 import trio
 
+from .._threads import run_sync
 from ..ids import SESSION_ID_PATTERN, SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader
@@ -148,7 +149,7 @@ class JsonlBackend(Backend):
     # --- reading ----------------------------------------------------------------------------
 
     async def read(self, session_id: SessionId) -> ReadResult | None:
-        return await trio.to_thread.run_sync(self._read, session_id)
+        return await run_sync(self._read, session_id)
 
     def _read(self, session_id: SessionId) -> ReadResult | None:
         path = self.location(session_id)
@@ -165,10 +166,10 @@ class JsonlBackend(Backend):
         return _parse(data, path, session_id, identity)
 
     async def exists(self, session_id: SessionId) -> bool:
-        return await trio.to_thread.run_sync(os.path.isfile, self.location(session_id))
+        return await run_sync(os.path.isfile, self.location(session_id))
 
     async def infos(self) -> list[SessionInfo]:
-        return await trio.to_thread.run_sync(self._infos)
+        return await run_sync(self._infos)
 
     def _infos(self) -> list[SessionInfo]:
         try:
@@ -196,7 +197,7 @@ class JsonlBackend(Backend):
     # --- claims -----------------------------------------------------------------------------
 
     async def acquire(self, session_id: SessionId) -> None:
-        await trio.to_thread.run_sync(self._acquire, session_id)
+        await run_sync(self._acquire, session_id)
 
     def _acquire(self, session_id: SessionId) -> None:
         if session_id in self._claims:
@@ -249,7 +250,7 @@ class JsonlBackend(Backend):
             os.close(fd)
 
     async def release(self, session_id: SessionId) -> None:
-        await trio.to_thread.run_sync(self._release, session_id)
+        await run_sync(self._release, session_id)
 
     def _release(self, session_id: SessionId) -> None:
         fd = self._claims.pop(session_id, None)
@@ -271,12 +272,8 @@ class JsonlBackend(Backend):
         payload = "".join([encode_json(event_to_json(e)) + "\n" for e in events]).encode()
         if position is None:
             head = (encode_json(header_to_json(header)) + "\n").encode()
-            return await trio.to_thread.run_sync(
-                self._create, header.session_id, head, payload, len(events)
-            )
-        return await trio.to_thread.run_sync(
-            self._append, header.session_id, position, payload, len(events)
-        )
+            return await run_sync(self._create, header.session_id, head, payload, len(events))
+        return await run_sync(self._append, header.session_id, position, payload, len(events))
 
     def _create(self, session_id: SessionId, head: bytes, payload: bytes, count: int) -> Position:
         ensure_private_dir(self.directory)
@@ -374,7 +371,7 @@ class JsonlBackend(Backend):
 
     async def aclose(self) -> None:
         if self._claims:
-            await trio.to_thread.run_sync(self._release_all)
+            await run_sync(self._release_all)
         else:
             await trio.lowlevel.checkpoint()
 

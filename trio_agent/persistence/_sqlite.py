@@ -30,6 +30,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, final
 import attrs
 import trio
 
+from .._threads import run_sync
 from ..ids import SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader
@@ -130,8 +131,15 @@ class SqliteBackend(Backend):
 
     async def _run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: Any) -> T:
         """Run ``fn(connection, *args)`` in a worker thread, one call at a time."""
-        async with self._lock:
-            return await trio.to_thread.run_sync(self._call, fn, *args)
+        if self._lock.locked():
+            async with self._lock:
+                return await run_sync(self._call, fn, *args)
+        # Uncontended: no extra schedule point (#13); run_sync is the checkpoint.
+        self._lock.acquire_nowait()
+        try:
+            return await run_sync(self._call, fn, *args)
+        finally:
+            self._lock.release()
 
     async def _query(
         self, fn: Callable[Concatenate[sqlite3.Connection, P], T], absent: T, *args: Any
@@ -139,7 +147,7 @@ class SqliteBackend(Backend):
         """Like :meth:`_run` for reads: ``absent`` when the database was never created (reads
         never create it)."""
         async with self._lock:
-            return await trio.to_thread.run_sync(self._call_if_created, absent, fn, *args)
+            return await run_sync(self._call_if_created, absent, fn, *args)
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if not self._db:
@@ -287,7 +295,7 @@ class SqliteBackend(Backend):
         return f"{self.path}.{session_id}.lock"
 
     async def acquire(self, session_id: SessionId) -> None:
-        await trio.to_thread.run_sync(self._acquire, session_id)
+        await run_sync(self._acquire, session_id)
 
     def _acquire(self, session_id: SessionId) -> None:
         if session_id in self._claims:
@@ -321,7 +329,7 @@ class SqliteBackend(Backend):
             ) from exc
 
     async def release(self, session_id: SessionId) -> None:
-        await trio.to_thread.run_sync(self._release, session_id)
+        await run_sync(self._release, session_id)
 
     def _release(self, session_id: SessionId) -> None:
         fd = self._claims.pop(session_id, None)
@@ -395,7 +403,7 @@ class SqliteBackend(Backend):
     async def aclose(self) -> None:
         async with self._lock:
             for session_id in list(self._claims):
-                await trio.to_thread.run_sync(self._release, session_id)
+                await run_sync(self._release, session_id)
             if self._db:
                 db = self._db.pop()
-                await trio.to_thread.run_sync(db.close)
+                await run_sync(db.close)

@@ -302,8 +302,17 @@ class PersistenceService(Service, name="session_persistence"):
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
             tracked = self._track(session)
-        async with tracked.lock:
+        lock = tracked.lock
+        if lock.locked():
+            async with lock:
+                await self._write_locked(tracked)
+            return
+        # Uncontended: no extra schedule point (#13); the store's flush is the checkpoint.
+        lock.acquire_nowait()
+        try:
             await self._write_locked(tracked)
+        finally:
+            lock.release()
 
     def _on_disposed(self, payload: SessionDisposed) -> None:
         tracked = self._tracked.get(payload.session.id)
