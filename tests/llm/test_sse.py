@@ -90,3 +90,57 @@ def test_any_split_gives_the_same_events(
     expected = [SseEvent("\n".join(lines)) for lines, _ in spec]
     assert parse(*pieces) == expected
     assert parse(body) == expected
+
+
+def _reference(text: str) -> list[SseEvent]:
+    """The event-stream rules for LF-only text, line by line, written out plainly."""
+    events: list[SseEvent] = []
+    data: list[str] = []
+    event = ""
+    last_id: str | None = None
+    for line in text.split("\n")[:-1]:
+        if not line:
+            if data:
+                events.append(SseEvent("\n".join(data), event or "message", last_id))
+            data, event = [], ""
+            continue
+        if line.startswith(":"):
+            continue
+        field, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+        elif field == "id" and "\0" not in value:
+            last_id = value
+    return events
+
+
+_LINES = st.sampled_from(
+    ["data: a", "data:b", "data:  c", "data", "data: ", "event: e", "event:", "id: 7", "id:",
+     ": note", "retry: 5", "", "", "data: {\"x\": 1}", "other: z"]
+)  # fmt: skip
+
+
+@given(st.lists(_LINES, max_size=24), st.data())
+def test_lf_streams_match_the_rules_line_by_line(lines: list[str], data: st.DataObject) -> None:
+    # The LF-only path dispatches whole one-line data events without the line-by-line pass;
+    # whatever mix of fields, blank lines and feed boundaries, it must agree with the rules.
+    body = "".join(f"{line}\n" for line in lines).encode()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=6)))
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    expected = _reference(body.decode())
+    assert parse(*pieces) == expected
+    assert parse(body) == expected
+
+
+def test_fields_from_an_earlier_feed_belong_to_the_event_they_started() -> None:
+    assert parse(b"event: e\n", b"data: a\n\n") == [SseEvent("a", "e")]
+    assert parse(b"data: a\n", b"data: b\n\n") == [SseEvent("a\nb")]
+    assert parse(b"id: 3\n", b"data: a\n\ndata: b\n\n") == [
+        SseEvent("a", id="3"),
+        SseEvent("b", id="3"),
+    ]
+    assert parse(b"data: a\n", b"\ndata: b\n\n") == [SseEvent("a"), SseEvent("b")]

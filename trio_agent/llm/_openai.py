@@ -396,6 +396,18 @@ class _Decoder:
         if type(obj) is not dict:
             raise _Malformed("an SSE event is not a JSON object", data)
         choices = obj.get("choices")
+        text = self.text
+        if text is not None and type(choices) is list and len(choices) == 1:
+            # The common event: more text for the open text block, and nothing else (#17).
+            choice = choices[0]
+            if type(choice) is dict and not choice.get("finish_reason"):
+                delta = choice.get("delta")
+                if type(delta) is dict and len(delta) == 1 and obj.get("usage") is None:
+                    content = delta.get("content")
+                    if type(content) is str and content and choice.get("index", 0) == 0:
+                        text.parts.append(content)
+                        out.append(TextDelta(text.index, content))
+                        return None
         if not choices and "error" in obj:
             return _stream_error(obj["error"])
         usage = obj.get("usage")
@@ -414,13 +426,7 @@ class _Decoder:
             if delta:
                 if type(delta) is not dict:
                     raise _Malformed("a delta is not an object", data)
-                content = delta.get("content")
-                if len(delta) == 1 and type(content) is str and content and self.text is not None:
-                    # The common event: more text for the open text block.
-                    self.text.parts.append(content)
-                    out.append(TextDelta(self.text.index, content))
-                else:
-                    self._delta(delta, out)
+                self._delta(delta, out)
             reason = choice.get("finish_reason")
             if reason and type(reason) is str:
                 self.finish_reason = reason
@@ -784,6 +790,17 @@ class _EventStream(trio.abc.ReceiveChannel[StreamChunk]):
         if not pending:
             raise trio.EndOfChannel
         return pending.popleft()
+
+    async def __anext__(self) -> StreamChunk:
+        # receive()'s common case without its extra coroutine per chunk (#17).
+        pending = self._pending
+        if pending and not self._closed:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return pending.popleft()
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
 
     async def _fill(self) -> None:
         assert self._body is not None

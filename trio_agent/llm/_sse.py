@@ -61,17 +61,41 @@ class SseParser:
             if text[0] == "\ufeff":
                 text = text[1:]
         buffer = self._buffer + text
+        events: list[SseEvent] = []
+        if "\r" not in buffer:
+            self._feed_lf(buffer, events)
+            return events
         # A trailing CR may be the first half of a CRLF split across feeds: keep it back.
         hold = buffer.endswith("\r")
         if hold:
             buffer = buffer[:-1]
-        lines = buffer.split("\n") if "\r" not in buffer else _LINE_END.split(buffer)
+        lines = _LINE_END.split(buffer)
         rest = lines.pop()
         self._buffer = rest + "\r" if hold else rest
-        events: list[SseEvent] = []
         for line in lines:
             self._line(line, events)
         return events
+
+    def _feed_lf(self, buffer: str, events: list[SseEvent]) -> None:
+        """:meth:`feed` for text whose lines all end with LF (``buffer`` starts a line).
+
+        Every ``\n\n`` ends an event: the lines before it, then a blank line. An event that
+        is one ``data: `` line, with no field of it seen before, is dispatched without the
+        line-by-line pass (#17: the common event of every model API)."""
+        blocks = buffer.split("\n\n")
+        last = blocks.pop()
+        line = self._line
+        for block in blocks:
+            if not self._data and not self._event and block[:6] == "data: " and "\n" not in block:
+                events.append(SseEvent(block[6:], "message", self._id))
+                continue
+            for part in block.split("\n"):
+                line(part, events)
+            line("", events)
+        lines = last.split("\n")
+        self._buffer = lines.pop()
+        for part in lines:
+            line(part, events)
 
     def close(self) -> list[SseEvent]:
         """End of body: flush a last line; an event without its blank line is dropped."""
