@@ -151,8 +151,11 @@ class Driver:
         self.prompt = shared.prompt
         self.llm = ctx.require(LlmService)
         self.sessions = ctx.require(SessionStore)
+        #: The runtime's listener table (``ctx.hears`` is ``name in listening``): the hot
+        #: paths test it in place, without a method call each (#17).
+        self.listening = ctx.runtime.bus.table
         self.durability = Durability(
-            self.sessions, self.session, agent.options.durability, ctx.hears
+            self.sessions, self.session, agent.options.durability, self.listening.__contains__
         )
         self.tools = ToolCallRunner(
             agent,
@@ -364,14 +367,14 @@ class Driver:
         prefix = await self.session_prefix()
         ctx = self.ctx
         # Unheard hooks cost their cancellation point only: no payload, no closure (#17).
-        if ctx.hears("agent/pre-step"):
+        if "agent/pre-step" in self.listening:
             await ctx.serial("agent/pre-step", PreStep(agent, turn.number, step.number, prefix))
         else:
             await trio.lowlevel.checkpoint_if_cancelled()
         history = self.session.derive_messages()
         self.session.append(StepStart(turn=turn.number, step=step.number))
         step.opened = True
-        if ctx.hears("agent/step-start"):
+        if "agent/step-start" in self.listening:
             ctx.emit("agent/step-start", StepStarted(agent, turn.number, step.number))
 
         message, usage, finish = await self.request(
@@ -456,7 +459,7 @@ class Driver:
     async def request_config(self, turn: TurnState, step: StepState) -> LlmCallConfig:
         """``agent/request`` on the seed config."""
         seed = self.seed_config()
-        if not self.ctx.hears("agent/request"):
+        if "agent/request" not in self.listening:
             await trio.lowlevel.checkpoint_if_cancelled()
             return seed
 
@@ -484,6 +487,7 @@ class Driver:
             feed = assembler.feed
             number, step_number = turn.number, step.number
             receive = chunks.receive
+            listening = self.listening
             while True:
                 try:
                     chunk = await receive()
@@ -491,7 +495,7 @@ class Driver:
                     break
                 append(number, step_number, chunk)
                 # Build the notification only when someone listens (#17).
-                if ctx.hears("agent/stream-chunk"):
+                if "agent/stream-chunk" in listening:
                     ctx.emit(
                         "agent/stream-chunk",
                         StreamChunkReceived(self.agent, number, step_number, chunk),
@@ -505,7 +509,7 @@ class Driver:
 
     async def step_result(self, turn: TurnState, step: StepState, message: Message) -> Message:
         """``agent/step-result``, then tool-call ids made unique (what the log records)."""
-        if self.ctx.hears("agent/step-result"):
+        if "agent/step-result" in self.listening:
 
             async def keep() -> Message:
                 return message
@@ -529,7 +533,7 @@ class Driver:
         agent, ctx = self.agent, self.ctx
         steered = self.drain_steering(turn, step=step.number)
         default = _CONTINUE if step.wants_more(finish) else _STOP
-        if ctx.hears("agent/turn-continuation"):
+        if "agent/turn-continuation" in self.listening:
 
             async def keep_default() -> ContinuationDecision:
                 return default
@@ -562,7 +566,7 @@ class Driver:
             # The step's tool calls are answered already; the turn ends max-steps.
             turn.max_steps = True
             continuing = False
-        if not ctx.hears("agent/turn-stop"):
+        if "agent/turn-stop" not in self.listening:
             await trio.lowlevel.checkpoint_if_cancelled()
             return continuing
         stop = await ctx.serial(
@@ -598,7 +602,7 @@ class Driver:
         self.tools.close(turn, step)
         self.log_step_contexts(turn, step)
         self.session.append(StepEnd(turn=turn.number, step=step.number))
-        if self.ctx.hears("agent/step-end"):
+        if "agent/step-end" in self.listening:
             self.ctx.emit("agent/step-end", StepEnded(self.agent, turn.number, step.number))
 
     # --- logging helpers --------------------------------------------------------------------

@@ -53,16 +53,21 @@ __all__ = ["FAST_ENCODERS", "UNSHARED", "encode_chunk"]
 _Snapshot = dict[str, Any]
 
 
-def _plain_str(value: object) -> bool:
-    """``value`` is an exact ``str`` that is valid Unicode (what ``snapshot_json`` accepts)."""
-    if type(value) is not str:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
+def _plain_str(*values: object) -> bool:
+    """Every value is an exact ``str`` that is valid Unicode (what ``snapshot_json`` accepts).
+
+    One call checks a block's or an event's strings together, and the hottest sites test
+    ``type(text) is str and text.isascii()`` in place first: a Python call is most of what
+    checking a short string costs (#17)."""
+    for value in values:
+        if type(value) is not str:
+            return False
+        if value.isascii():
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
     return True
 
 
@@ -101,7 +106,9 @@ def encode_chunk(turn: int, step: int, chunk: StreamChunk) -> _Snapshot | None:
     if kind is TextDelta or kind is ReasoningDelta:
         index = chunk.index  # type: ignore[union-attr]
         text = chunk.text  # type: ignore[union-attr]
-        if type(index) is not int or not _plain_str(text):
+        if type(index) is not int or not (
+            (type(text) is str and text.isascii()) or _plain_str(text)
+        ):
             return None
         tag = "text-delta" if kind is TextDelta else "reasoning-delta"
         return {"turn": turn, "step": step, "chunk": {"type": tag, "index": index, "text": text}}
@@ -110,9 +117,7 @@ def encode_chunk(turn: int, step: int, chunk: StreamChunk) -> _Snapshot | None:
         call_id = chunk.id  # type: ignore[union-attr]
         name = chunk.name  # type: ignore[union-attr]
         delta = chunk.arguments_delta  # type: ignore[union-attr]
-        if not (
-            type(index) is int and _plain_str(call_id) and _plain_str(name) and _plain_str(delta)
-        ):
+        if not (type(index) is int and _plain_str(call_id, name, delta)):
             return None
         return {
             "turn": turn,
@@ -135,7 +140,9 @@ def _stream_marker(chunk: object, kind: type) -> _Snapshot | None:
     """The chunks around the deltas: block start and end, usage, a finish without failure."""
     if kind is BlockStart:
         index, block_kind = chunk.index, chunk.kind  # type: ignore[attr-defined]
-        if type(index) is not int or not _plain_str(block_kind):
+        if type(index) is not int or not (
+            (type(block_kind) is str and block_kind.isascii()) or _plain_str(block_kind)
+        ):
             return None
         return {"type": "block-start", "index": index, "kind": block_kind}
     if kind is BlockEnd:
@@ -146,7 +153,9 @@ def _stream_marker(chunk: object, kind: type) -> _Snapshot | None:
         return {"type": "block-end", "index": index, "block": blocks[0]}
     if kind is Finish:
         reason = chunk.reason  # type: ignore[attr-defined]
-        if chunk.failure is not None or not _plain_str(reason):  # type: ignore[attr-defined]
+        if chunk.failure is not None:  # type: ignore[attr-defined]
+            return None
+        if not ((type(reason) is str and reason.isascii()) or _plain_str(reason)):
             return None
         return {"type": "finish", "reason": reason, "failure": None}
     if kind is UsageChunk:
@@ -164,12 +173,12 @@ def _blocks(content: object) -> list[_Snapshot] | None:
         kind = type(block)
         if kind is TextBlock or kind is ReasoningBlock:
             text = block.text
-            if not _plain_str(text):
+            if not ((type(text) is str and text.isascii()) or _plain_str(text)):
                 return None
             out.append({"type": "text" if kind is TextBlock else "reasoning", "text": text})
         elif kind is ToolCallBlock:
             call_id, name, arguments = block.id, block.name, block.arguments
-            if not (_plain_str(call_id) and _plain_str(name) and _plain_str(arguments)):
+            if not _plain_str(call_id, name, arguments):
                 return None
             out.append({"type": "tool-call", "id": call_id, "name": name, "arguments": arguments})
         else:
@@ -184,7 +193,7 @@ def _message(message: object) -> _Snapshot | None:
     if content is None:
         return None
     id_, role, source = message.id, message.role, message.source
-    if not (_plain_str(id_) and _plain_str(role) and _plain_str(source)):
+    if not _plain_str(id_, role, source):
         return None
     return {"id": id_, "role": role, "content": content, "source": source}
 
@@ -223,10 +232,11 @@ def _user_message(data: UserMessageEvent) -> _Snapshot | None:
 
 
 def _assistant_message(data: AssistantMessageEvent) -> _Snapshot | None:
-    turn, step, finish, interrupted = data.turn, data.step, data.finish, data.interrupted
+    turn, step, interrupted = data.turn, data.step, data.interrupted
+    finish: object = data.finish  # typed a Literal; checked as any value
     if type(turn) is not int or type(step) is not int or type(interrupted) is not bool:
         return None
-    if not _plain_str(finish):
+    if not ((type(finish) is str and finish.isascii()) or _plain_str(finish)):
         return None
     message = _message(data.message)
     if message is None:
@@ -251,7 +261,7 @@ def _tool_call(data: ToolCallEvent) -> _Snapshot | None:
     call_id, name, arguments = data.call_id, data.name, data.arguments
     if type(turn) is not int or type(step) is not int or type(read_only) is not bool:
         return None
-    if not (_plain_str(call_id) and _plain_str(name) and _plain_str(arguments)):
+    if not _plain_str(call_id, name, arguments):
         return None
     return {
         "turn": turn,
@@ -273,7 +283,7 @@ def _tool_result(data: ToolResultEvent) -> _Snapshot | None:
         return None
     if type(concludes) is not bool or not (code is None or _plain_str(code)):
         return None
-    if not (_plain_str(call_id) and _plain_str(result.call_id)):
+    if not _plain_str(call_id, result.call_id):
         return None
     content = _blocks(result.content)
     if content is None:
@@ -325,7 +335,7 @@ def _call_config(config: object) -> _Snapshot | None:
         return None
     provider, model, max_tokens = config.provider, config.model, config.max_tokens
     temperature, stop, effort = config.temperature, config.stop, config.reasoning_effort
-    if not (_plain_str(provider) and _plain_str(model)):
+    if not _plain_str(provider, model):
         return None
     if not (max_tokens is None or type(max_tokens) is int):
         return None
@@ -357,7 +367,7 @@ def _tools(tools: object) -> list[_Snapshot] | None:
         if type(schema) is not ToolSchema:
             return None
         name, description, parameters = schema.name, schema.description, schema.parameters
-        if not (_plain_str(name) and _plain_str(description)) or type(parameters) is not dict:
+        if not _plain_str(name, description) or type(parameters) is not dict:
             return None
         try:
             copied = snapshot_json(parameters, "parameters")  # validated and copied, one pass

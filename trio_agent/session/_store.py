@@ -247,7 +247,9 @@ class SessionStore(Service, name="sessions"):
         self, header: SessionHeader, seed: Sequence[SessionEvent] | None, *, copy: bool
     ) -> Session:
         self.caller.fiber.check_active("create a session on")
-        session = Session(header, emit=self.ctx.emit, hears=self.ctx.hears, scope=self.caller.scope)
+        # The listener table's own membership test: ctx.hears without a Python call per event.
+        hears = self.ctx.runtime.bus.table.__contains__
+        session = Session(header, emit=self.ctx.emit, hears=hears, scope=self.caller.scope)
         if seed is not None:
             session.load_seed(seed, copy=copy)
         return session

@@ -185,6 +185,9 @@ class ToolRegistry(Service, name="tools"):
         self._guards: dict[Scope | None, list[_GuardEntry]] = {}
         self._restrictions: dict[Scope, list[_Restriction]] = {}
         self._views = _ViewCache()
+        #: The runtime's listener table (``ctx.hears`` is ``name in _listening``), tested in
+        #: place on the per-call path (#17).
+        self._listening = ctx.runtime.bus.table
 
     # --- registration ---------------------------------------------------------------------
 
@@ -374,7 +377,7 @@ class ToolRegistry(Service, name="tools"):
             if checkpoint:
                 await trio.lowlevel.checkpoint()
             # Decided after the checkpoint, so a listener or guard registered meanwhile applies.
-            if self._guards or any(map(self.ctx.hears, _STAGES)):
+            if self._guards or any(map(self._listening.__contains__, _STAGES)):
                 # Built before the body runs: listeners see the arguments as the call began.
                 call.build_execution()
                 result = await self._pipeline(call)
@@ -408,7 +411,7 @@ class ToolRegistry(Service, name="tools"):
             return failed.result
 
     def _publish(self, call: _Call, result: ToolResult) -> None:
-        if self.ctx.hears("tools/result"):  # the notice is built only when heard (#17)
+        if "tools/result" in self._listening:  # the notice is built only when heard (#17)
             self.ctx.emit(
                 "tools/result", ToolResultNotice(call.execution, result), target=call.scope
             )
@@ -509,7 +512,7 @@ class ToolRegistry(Service, name="tools"):
     async def _execute(self, call: _Call) -> ToolResult:
         stage = "tools/execute"
         try:
-            if self.ctx.hears(stage):
+            if stage in self._listening:
                 dispatch = functools.partial(self._dispatch, call)
                 result = await self.ctx.waterfall(
                     stage, call.execution, dispatch, target=call.scope
@@ -527,7 +530,7 @@ class ToolRegistry(Service, name="tools"):
 
     async def _post_execute(self, call: _Call, result: ToolResult) -> ToolResult:
         stage = "tools/post-execute"
-        if not self.ctx.hears(stage):
+        if stage not in self._listening:
             await trio.lowlevel.checkpoint_if_cancelled()
             return result
         payload = PostExecute(call.execution, result)
