@@ -200,14 +200,10 @@ class LlmService(Service, name="llm"):
         return _StreamCall(self, request)
 
     async def _adapter_for(self, request: GenerateRequest) -> tuple[LlmAdapter, GenerateRequest]:
-        """The adapter ``llm/stream`` chooses for ``request`` (by default the provider's), and
-        the request as the listeners left it."""
+        """The adapter the ``llm/stream`` listeners choose for ``request`` (by default the
+        provider's), and the request as they left it. Unheard, :class:`_StreamCall` takes the
+        provider's adapter itself."""
         caller = self.caller
-        if not caller.hears("llm/stream"):
-            # Unheard (#17): the waterfall's cancellation point, then its default - no payload,
-            # closure or coroutine. Opening the adapter's stream is the schedule point.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            return self._registered_for(request), request
         call = LlmStreamCall(request)
         chosen: list[LlmAdapter] = []
 
@@ -449,7 +445,13 @@ class _StreamCall:
         if self._inline is not None or self._pumped is not None:
             raise RuntimeError("a ctx.llm.stream(...) context is entered once; call stream again")
         service = self._service
-        adapter, request = await service._adapter_for(self._request)
+        if service.caller.hears("llm/stream"):
+            adapter, request = await service._adapter_for(self._request)
+        else:
+            # Unheard (#17): the waterfall's cancellation point, then its default - no payload,
+            # closure or coroutine. Opening the adapter's stream is the schedule point.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            adapter, request = service._registered_for(self._request), self._request
         redactor = service.ctx.get(Redactor)
         if getattr(type(adapter), "streams_inline", False) is True:
             # No pump task, nursery, memory channel or generator-based context manager: the

@@ -140,7 +140,7 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCallBlock, ...]:
         """The tool-call blocks, in model order."""
-        return tuple(b for b in self.content if isinstance(b, ToolCallBlock))
+        return tuple([b for b in self.content if isinstance(b, ToolCallBlock)])
 
 
 def message_text(content: tuple[ContentBlock, ...]) -> str:

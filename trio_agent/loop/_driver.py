@@ -345,7 +345,7 @@ class Driver:
                         self.close_step(turn, ended)
                         if not continuing or control.cancel_requested:
                             break
-                        if durability.by_step and durability.flushes:
+                        if durability.by_step and "session/flush" in self.listening:
                             flush = True
                             break
             finally:
@@ -364,7 +364,9 @@ class Driver:
         # the loop only reads the tool schemas, so it takes the registry's shared snapshots.
         assembly = await self.prompt.assemble(agent, checkpoint=False, fresh=False)
         system = self.prompt.render(assembly) or None
-        prefix = await self.session_prefix()
+        prefix = self.prefix
+        if prefix is None:
+            prefix = await self.session_prefix()
         ctx = self.ctx
         # Unheard hooks cost their cancellation point only: no payload, no closure (#17).
         if "agent/pre-step" in self.listening:
@@ -380,7 +382,11 @@ class Driver:
         message, usage, finish = await self.request(
             turn, step, system, assembly.tools, prefix, history
         )
-        message = await self.step_result(turn, step, message)
+        if "agent/step-result" in self.listening:
+            message = await self.step_result(turn, step, message)
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        message = unique_call_ids(message, turn=turn.number, step=step.number)
         self.session.append(
             AssistantMessageEvent(
                 turn=turn.number, step=step.number, message=message, finish=finish, usage=usage
@@ -419,7 +425,11 @@ class Driver:
         """Call the model, retrying in the same step while ``agent/request-error`` says so."""
         attempt = 0
         while True:
-            config = await self.request_config(turn, step)
+            if "agent/request" in self.listening:
+                config = await self.request_config(turn, step)
+            else:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                config = self.seed_config()
             self.log_header(turn, step, config, system, tools, prefix)
             request = GenerateRequest(
                 config=config,
@@ -457,11 +467,9 @@ class Driver:
             raise LlmError(failure)
 
     async def request_config(self, turn: TurnState, step: StepState) -> LlmCallConfig:
-        """``agent/request`` on the seed config."""
+        """``agent/request`` on the seed config (heard: ``request`` takes the seed itself when
+        nobody listens)."""
         seed = self.seed_config()
-        if "agent/request" not in self.listening:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            return seed
 
         async def keep_seed() -> LlmCallConfig:
             return seed
@@ -508,23 +516,18 @@ class Driver:
         return assembler
 
     async def step_result(self, turn: TurnState, step: StepState, message: Message) -> Message:
-        """``agent/step-result``, then tool-call ids made unique (what the log records)."""
-        if "agent/step-result" in self.listening:
+        """``agent/step-result`` (heard: ``step_body`` takes the message as it is when nobody
+        listens); the caller then makes the tool-call ids unique (what the log records)."""
 
-            async def keep() -> Message:
-                return message
+        async def keep() -> Message:
+            return message
 
-            result = await self.ctx.waterfall(
-                "agent/step-result", StepResult(self.agent, turn.number, step.number, message), keep
-            )
-            if not isinstance(result, Message):
-                raise TypeError(
-                    f"agent/step-result listener returned {result!r}; expected a Message"
-                )
-        else:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            result = message
-        return unique_call_ids(result, turn=turn.number, step=step.number)
+        result = await self.ctx.waterfall(
+            "agent/step-result", StepResult(self.agent, turn.number, step.number, message), keep
+        )
+        if not isinstance(result, Message):
+            raise TypeError(f"agent/step-result listener returned {result!r}; expected a Message")
+        return result
 
     async def continuation(
         self, turn: TurnState, step: StepState, message: Message, finish: str

@@ -65,7 +65,7 @@ class Durability:
         Raises:
             Exception: what ``sessions.flush`` raised (a persistence failure).
         """
-        if not self.flushes:
+        if not self._hears("session/flush"):
             return  # nothing would make the events durable
         target = len(self._session.events)
         if self._durable >= target:

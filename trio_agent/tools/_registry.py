@@ -338,9 +338,9 @@ class ToolRegistry(Service, name="tools"):
         the shared ones: copying every schema at every step cost ~3 µs per tool (#17)."""
         view, names = self._views.get(_scope_of(agent), self._build_view)
         if fresh:
-            return tuple(view[name].schema for name in names)
+            return tuple([view[name].schema for name in names])
         schema_of = self._views.schema_of
-        return tuple(schema_of(view[name]) for name in names)
+        return tuple([schema_of(view[name]) for name in names])  # a list: no resume per item
 
     def is_concurrency_safe(self, name: str, agent: AgentLike | None = None) -> bool:
         """Whether the visible tool ``name`` may run in parallel (False when unknown)."""
@@ -386,7 +386,11 @@ class ToolRegistry(Service, name="tools"):
                 # run - execute's cancellation point stands for pre-execute's, as nothing runs
                 # between them; post-execute keeps its own (the body may register a listener).
                 try:
-                    result = await self._post_execute(call, await self._execute(call))
+                    result = await self._execute(call)
+                    if "tools/post-execute" in self._listening:
+                        result = await self._post_execute(call, result)
+                    else:  # its cancellation point, without a coroutine for it (#17)
+                        await trio.lowlevel.checkpoint_if_cancelled()
                 except _StageFailed as failed:
                     result = failed.result
         except BaseException:
