@@ -389,6 +389,12 @@ class _InlineChannel(trio.abc.ReceiveChannel[StreamChunk]):
         self._exit = manager
         self._source = source
 
+    def release_ended(self) -> bool:
+        """Close this channel; True when the adapter's stream had already ended and closed
+        (the common exit: :meth:`finish` has nothing to do, and no coroutine is made for it)."""
+        self._closed = True
+        return self._exit is None
+
     async def finish(self, exc: BaseException | None) -> None:
         """Close the adapter's stream if the consumer left before its end."""
         self._closed = True
@@ -469,8 +475,10 @@ class _StreamCall:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> bool | None:
-        if self._inline is not None:
-            await self._inline.finish(exc)
+        inline = self._inline
+        if inline is not None:
+            if not inline.release_ended():
+                await inline.finish(exc)
             return None
         assert self._pumped is not None, "exited without being entered"
         return await self._pumped.__aexit__(kind, exc, tb)
