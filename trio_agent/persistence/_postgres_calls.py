@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import trio
 
+from .._threads import wait_in_thread
 from ._errors import PersistenceError
 from ._postgres_dsn import PostgresDsn, import_psycopg
 
@@ -147,19 +148,9 @@ async def run_interruptible(fn: Callable[[Interrupt], T]) -> T:
     """
     await trio.lowlevel.checkpoint_if_cancelled()
     interrupt = Interrupt()
-    task = trio.lowlevel.current_task()
-    token = trio.lowlevel.current_trio_token()
-
-    def deliver(result: outcome.Outcome[T | CallInterrupted]) -> None:
-        token.run_sync_soon(trio.lowlevel.reschedule, task, result)
-
-    def abort(_: Any) -> trio.lowlevel.Abort:
-        interrupt.request()
-        # The thread is never abandoned: the task is rescheduled with its outcome.
-        return trio.lowlevel.Abort.FAILED
-
-    trio.lowlevel.start_thread_soon(functools.partial(_interruptible, fn, interrupt), deliver)
-    result: T | CallInterrupted = await trio.lowlevel.wait_task_rescheduled(abort)
+    result: T | CallInterrupted = await wait_in_thread(
+        functools.partial(_interruptible, fn, interrupt), on_cancel=interrupt.request
+    )
     if isinstance(result, CallInterrupted):
         await trio.lowlevel.checkpoint()  # the cancel is still pending: it is raised here
         raise PersistenceError(
