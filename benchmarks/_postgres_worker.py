@@ -16,23 +16,18 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 
 import trio
 
+from benchmarks._backends import TimedBackend
 from trio_agent.agent import AgentRegistry
 from trio_agent.ids import SessionId
 from trio_agent.persistence import (
-    Backend,
     PersistenceService,
-    Position,
     PostgresBackend,
     PostgresPersistence,
-    ReadResult,
     SessionBusyError,
-    SessionInfo,
 )
-from trio_agent.session import SessionEvent, SessionHeader
 from trio_agent.testing import open_test_harness, text
 
 
@@ -44,46 +39,9 @@ async def wait_for_go() -> None:
     await trio.to_thread.run_sync(sys.stdin.readline)
 
 
-class TimedBackend(Backend):
-    """A backend that passes every call to ``inner`` and times its writes."""
-
-    def __init__(self, inner: Backend, flushes: list[float]) -> None:
-        self.inner = inner
-        self.flushes = flushes
-
-    def location(self, session_id: SessionId) -> str:
-        return self.inner.location(session_id)
-
-    async def read(self, session_id: SessionId) -> ReadResult | None:
-        return await self.inner.read(session_id)
-
-    async def exists(self, session_id: SessionId) -> bool:
-        return await self.inner.exists(session_id)
-
-    async def infos(self) -> list[SessionInfo]:
-        return await self.inner.infos()
-
-    async def write(
-        self, header: SessionHeader, position: Position | None, events: Sequence[SessionEvent]
-    ) -> Position:
-        start = time.perf_counter()
-        result = await self.inner.write(header, position, events)
-        self.flushes.append(time.perf_counter() - start)
-        return result
-
-    async def acquire(self, session_id: SessionId) -> None:
-        await self.inner.acquire(session_id)
-
-    async def release(self, session_id: SessionId) -> None:
-        await self.inner.release(session_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 async def turns(dsn: str, name: str, sessions: int, concurrency: int) -> None:
-    flushes: list[float] = []
-    backend = TimedBackend(PostgresBackend(dsn), flushes)
+    backend = TimedBackend(PostgresBackend(dsn))
+    flushes = backend.writes
     config = PersistenceService.Config(backend=backend)
     async with open_test_harness(
         [text("done")] * sessions, persistence=PersistenceService, persistence_config=config

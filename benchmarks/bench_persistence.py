@@ -45,32 +45,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import trio
 
+from benchmarks._backends import TimedBackend
 from benchmarks._harness import Metric, best_of, print_table
 from benchmarks._workloads import EVENTS_PER_STEP, append_step, end_turn, start_turn
 from trio_agent.agent import AgentOptions
-from trio_agent.ids import SessionId
-from trio_agent.persistence import Backend as StorageBackend
 from trio_agent.persistence import (
     JsonlBackend,
     JsonlPersistence,
     PersistenceService,
-    Position,
-    ReadResult,
-    SessionInfo,
     SqliteBackend,
     SqlitePersistence,
 )
 from trio_agent.runtime import Next, Plugin, open_runtime
 from trio_agent.session import (
     Session,
-    SessionEvent,
-    SessionHeader,
     SessionStore,
     project_messages,
 )
@@ -289,47 +283,11 @@ Backend = Literal["jsonl", "sqlite"]
 Durability = Literal["step", "turn"]
 
 
-class _CountingBackend:
-    """A backend that counts its writes: the flushes that had work, counted without a second
-    ``session/flush`` listener (which would put the flush's dispatch in a nursery, a cost
-    that the one persistence listener of a real program does not pay)."""
-
-    def __init__(self, inner: StorageBackend) -> None:
-        self.inner = inner
-        self.writes = 0
-
-    def location(self, session_id: SessionId) -> str:
-        return self.inner.location(session_id)
-
-    async def read(self, session_id: SessionId) -> ReadResult | None:
-        return await self.inner.read(session_id)
-
-    async def exists(self, session_id: SessionId) -> bool:
-        return await self.inner.exists(session_id)
-
-    async def infos(self) -> list[SessionInfo]:
-        return await self.inner.infos()
-
-    async def acquire(self, session_id: SessionId) -> None:
-        await self.inner.acquire(session_id)
-
-    async def release(self, session_id: SessionId) -> None:
-        await self.inner.release(session_id)
-
-    async def write(
-        self, header: SessionHeader, position: Position | None, events: Sequence[SessionEvent]
-    ) -> Position:
-        self.writes += 1
-        return await self.inner.write(header, position, events)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def _backend(backend: Backend, directory: Path) -> _CountingBackend:
+def _backend(backend: Backend, directory: Path) -> TimedBackend:
+    """The backend, wrapped to count its writes (the flushes that had work)."""
     if backend == "jsonl":
-        return _CountingBackend(JsonlBackend(str(directory / "s")))
-    return _CountingBackend(SqliteBackend(str(directory / "s.sqlite3")))
+        return TimedBackend(JsonlBackend(str(directory / "s")))
+    return TimedBackend(SqliteBackend(str(directory / "s.sqlite3")))
 
 
 class _StepRun:
@@ -388,7 +346,7 @@ def _durable_turn(
             run.steps = [b - a for a, b in itertools.pairwise(starts)]
 
     trio.run(main)
-    run.flushes = storage.writes
+    run.flushes = len(storage.writes)
     return run
 
 
