@@ -9,7 +9,18 @@ import pytest
 
 from trio_agent.subagents import SubagentDefinition, SubagentService
 from trio_agent.testing import TestHarness, text, tool_call
-from trio_agent.testing.stress import AgentStateMachine, scenario
+from trio_agent.testing.stress import (
+    AgentStateMachine,
+    CallTools,
+    Close,
+    NewAgent,
+    Respond,
+    Send,
+    Settle,
+    ToolCallSpec,
+    replay,
+    scenario,
+)
 
 WORKER = SubagentDefinition("worker", "Does a piece of work.", "Work carefully, answer briefly.")
 CONFIG = SubagentService.Config(definitions=(WORKER,))
@@ -55,3 +66,35 @@ class SubagentMachine(AgentStateMachine):
 
 def test_subagents_state_machine(stress: Any) -> None:
     stress.run_machine(SubagentMachine, max_examples=8, steps=15)
+
+
+def test_a_child_woken_by_its_task_may_take_it_before_the_parents_close_reaches_it() -> None:
+    # Found by the state machine (CI, 2026-12-06): the parent's close cancels the subagent call,
+    # which cancels the child when it next runs; a child already woken by its task may take it
+    # first. Its turn then ends aborted, and the kit does not call that a dropped prompt.
+    call = ToolCallSpec("call_1", name="subagent", arguments='{"task": ""}')
+    replay(
+        SubagentMachine,
+        seed=0,
+        ops=[
+            Close(),
+            NewAgent(),
+            Settle(),
+            Settle(),
+            Respond(
+                CallTools(
+                    (
+                        call,
+                        call,
+                        ToolCallSpec(
+                            "call_1", name="subagent", arguments='{"task": "0"}', chunks=2
+                        ),
+                    )
+                )
+            ),
+            Close(),
+            NewAgent(),
+            Send("send-1", slack=23),
+            Close(),
+        ],
+    )

@@ -446,12 +446,20 @@ def check_cancel_ends_turn(record: RunRecord, deadline: float | None = None) -> 
 
 def check_cancel_drops_queued_prompts(record: RunRecord) -> list[Violation]:
     """``cancel-drops-prompts``: a prompt still queued when its agent was cancelled or closed
-    (sent, but not taken by a turn yet), and steering not logged by then, is never logged."""
+    (sent, but not taken by a turn yet), and steering not logged by then, is never logged.
+
+    Sub-agents are not held to it: the kit cancels or closes their parent, and that reaches a
+    child through the parent's tool call, which cancels the child only when it next runs. A
+    child woken by its task before that may take the task first; its turn then ends
+    ``aborted`` (``cancel-ends-turn`` allows it for the same reason).
+    """
     out: list[Violation] = []
     for action in record.actions:
         if action.kind == "unload":
             continue
         for seen in action.agents:
+            if seen.nested:
+                continue
             trace = record.agents[seen.agent_index]
             session = trace.agent.session
             dropped = {
