@@ -98,3 +98,23 @@ def test_a_child_woken_by_its_task_may_take_it_before_the_parents_close_reaches_
             Close(),
         ],
     )
+
+
+def test_a_child_may_finish_its_turn_before_the_parents_close_reaches_it() -> None:
+    # Found by the state machine (2026-12-06): the child's turn, open at the parent's close,
+    # ended completed - it finished before the cancel reached it through the subagent call.
+    replay(
+        SubagentMachine,
+        seed=128,
+        ops=[
+            Close(),
+            NewAgent(),
+            Respond(
+                CallTools(
+                    (ToolCallSpec("call_1", name="subagent", arguments='{"task": "0"}', chunks=3),)
+                )
+            ),
+            Send("send-1", slack=24),
+            Close(),
+        ],
+    )
