@@ -345,7 +345,7 @@ class Driver:
                         self.close_step(turn, ended)
                         if not continuing or control.cancel_requested:
                             break
-                        if durability.by_step and "session/flush" in self.listening:
+                        if durability.by_step and durability.flushes:
                             flush = True
                             break
             finally:

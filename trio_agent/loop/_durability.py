@@ -25,6 +25,7 @@ from typing import Literal, final
 
 import trio
 
+from .._locking import held
 from ..session import Session, SessionStore
 
 __all__ = ["Durability"]
@@ -73,19 +74,13 @@ class Durability:
             return
         if self._lock is None:
             self._lock = trio.Lock()
-        if self._lock.locked():
-            async with self._lock:
-                if self._durable >= target:  # the flush this one waited for covered it
-                    return
-                await self._flush_locked()
-            return
-        # Uncontended: take the lock without its extra schedule point (#17); the store's flush
-        # is the checkpoint.
-        self._lock.acquire_nowait()
-        try:
+        waited = self._lock.locked()
+        # Free, the lock is taken without a schedule point (#17): the store's flush is the
+        # checkpoint.
+        async with held(self._lock):
+            if waited and self._durable >= target:  # the flush this one waited for covered it
+                return
             await self._flush_locked()
-        finally:
-            self._lock.release()
 
     async def _flush_locked(self) -> None:
         end = len(self._session.events)

@@ -30,6 +30,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, final
 import attrs
 import trio
 
+from .._locking import held
 from .._threads import run_sync
 from ..ids import SessionId
 from ..runtime import Context
@@ -131,15 +132,8 @@ class SqliteBackend(Backend):
 
     async def _run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: Any) -> T:
         """Run ``fn(connection, *args)`` in a worker thread, one call at a time."""
-        if self._lock.locked():
-            async with self._lock:
-                return await run_sync(self._call, fn, *args)
-        # Uncontended: no extra schedule point (#13); run_sync is the checkpoint.
-        self._lock.acquire_nowait()
-        try:
+        async with held(self._lock):  # free: no schedule point; run_sync is the checkpoint (#13)
             return await run_sync(self._call, fn, *args)
-        finally:
-            self._lock.release()
 
     async def _query(
         self, fn: Callable[Concatenate[sqlite3.Connection, P], T], absent: T, *args: Any

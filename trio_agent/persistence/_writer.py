@@ -46,6 +46,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._locking import held
 from ..ids import SessionId, validate_session_id
 from ..runtime import Context, InactiveContextError, Service
 from ..session import (
@@ -302,17 +303,10 @@ class PersistenceService(Service, name="session_persistence"):
         tracked = self._tracked.get(session.id)
         if tracked is None or tracked.session is not session:
             tracked = self._track(session)
-        lock = tracked.lock
-        if lock.locked():
-            async with lock:
-                await self._write_locked(tracked)
-            return
-        # Uncontended: no extra schedule point (#13); the store's flush is the checkpoint.
-        lock.acquire_nowait()
-        try:
+        # Free, the lock is taken without a schedule point (#13): the store's flush is the
+        # checkpoint.
+        async with held(tracked.lock):
             await self._write_locked(tracked)
-        finally:
-            lock.release()
 
     def _on_disposed(self, payload: SessionDisposed) -> None:
         tracked = self._tracked.get(payload.session.id)
