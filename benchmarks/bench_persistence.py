@@ -21,10 +21,10 @@ flush. The value is the cost per step with ``durability="step"``, the floor the 
 ``durability="turn"`` (one flush at the end), both in this run, so the ratio is what durability
 by the step costs. Beside it: the p50 and p99 of one step, pooled over the steps of every
 repeat (floor: ``"turn"`` with a tool body that makes two plain durable writes itself, the
-disk's own share of a step with two durability points, run alternately with it), the write-ahead latency (from the ``tools/execute``
-dispatch to the body starting, with the flush in between; floor: the plainest durable write of
-one event, measured in the same run, so the ratio is what the writer adds to the disk's own
-sync), and the syncs per durability point: ``fsync``/``fdatasync`` calls counted by ``strace``
+disk's own share of a step with two durability points, run alternately with it), the
+write-ahead latency (from the ``tools/execute`` dispatch to the body starting, with the flush
+in between; floor: the plainest durable write of one event, measured in the same run, so the
+ratio is what the writer adds to the disk's own sync), and the syncs per durability point: ``fsync``/``fdatasync`` calls counted by ``strace``
 over a child process running the same turn, divided by the flushes that wrote (counted by a
 wrapper around the backend, not by a second ``session/flush`` listener; the JSONL count
 includes the two syncs that create the file and its directory entry).

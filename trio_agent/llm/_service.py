@@ -389,18 +389,18 @@ class _InlineChannel(trio.abc.ReceiveChannel[StreamChunk]):
         self._exit = manager
         self._source = source
 
-    def release_ended(self) -> bool:
-        """Close this channel; True when the adapter's stream had already ended and closed
-        (the common exit: :meth:`finish` has nothing to do, and no coroutine is made for it)."""
-        self._closed = True
-        return self._exit is None
-
-    async def finish(self, exc: BaseException | None) -> None:
-        """Close the adapter's stream if the consumer left before its end."""
+    def release(self) -> contextlib.AbstractAsyncContextManager[Any] | None:
+        """Close this channel; return the adapter's stream context if the consumer left before
+        its end (:meth:`finish` exits it), ``None`` when it ended and closed already - the
+        common exit, which makes no coroutine."""
         self._closed = True
         manager, self._exit = self._exit, None
-        if manager is None:
-            return
+        return manager
+
+    async def finish(
+        self, manager: contextlib.AbstractAsyncContextManager[Any], exc: BaseException | None
+    ) -> None:
+        """Exit the adapter's stream context that :meth:`release` handed back."""
         if exc is None:
             try:
                 await manager.__aexit__(None, None, None)
@@ -477,8 +477,9 @@ class _StreamCall:
     ) -> bool | None:
         inline = self._inline
         if inline is not None:
-            if not inline.release_ended():
-                await inline.finish(exc)
+            manager = inline.release()
+            if manager is not None:
+                await inline.finish(manager, exc)
             return None
         assert self._pumped is not None, "exited without being entered"
         return await self._pumped.__aexit__(kind, exc, tb)
