@@ -245,6 +245,21 @@ async def test_parallel_runs_listeners_concurrently(ctx: Context) -> None:
     assert len(started) == 2
 
 
+async def test_a_lone_parallel_listener_runs_in_the_callers_task(ctx: Context) -> None:
+    """One listener has nothing to run beside: no nursery, and its failure is still the
+    group a parallel dispatch raises."""
+    tasks: list[trio.lowlevel.Task] = []
+
+    async def listener(_: object) -> None:
+        tasks.append(trio.lowlevel.current_task())
+        raise RuntimeError("alone")
+
+    ctx.on("p", listener)
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="alone")):
+        await ctx.parallel("p", None)
+    assert tasks == [trio.lowlevel.current_task()]
+
+
 async def test_scoped_listeners_hear_only_their_scope(ctx: Context) -> None:
     a = ctx.scope_context("a")
     b = ctx.scope_context("b")

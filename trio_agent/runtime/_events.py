@@ -199,6 +199,14 @@ class EventBus:
         if not hooks:  # like serial and waterfall: a cancel point, no nursery to open (#17)
             return
         errors: list[Exception] = []
+        if len(hooks) == 1:  # nothing to run beside it: in this task, no nursery (#13)
+            try:
+                result = hooks[0].fn(payload)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise ExceptionGroup(f"1 listener(s) of {name!r} failed", [exc]) from None
+            return
 
         async def run(hook: Hook) -> None:
             try:
