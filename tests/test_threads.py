@@ -1,4 +1,5 @@
-"""trio_agent._threads.run_sync: to_thread.run_sync's semantics for the persistence backends."""
+"""trio_agent._threads.run_sync: to_thread.run_sync's semantics for the persistence backends;
+run_sync_when_idle: the same, or in the trio thread when nothing else is ready to run."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from trio_agent._threads import run_sync
+from trio_agent._threads import run_sync, run_sync_when_idle
 
 
 async def test_returns_the_result_from_another_thread() -> None:
@@ -93,6 +94,39 @@ async def test_the_default_thread_limiter_bounds_the_threads() -> None:
         limiter.total_tokens = saved
     assert most == 1
     assert limiter.borrowed_tokens == 0
+
+
+async def test_when_idle_the_function_runs_in_the_trio_thread_without_yielding() -> None:
+    ran_beside: list[str] = []
+
+    async def beside() -> None:
+        ran_beside.append("ran")
+
+    async with trio.open_nursery() as nursery:
+        await trio.testing.wait_all_tasks_blocked()
+        assert await run_sync_when_idle(threading.get_ident) == threading.get_ident()
+        # Nothing was ready, so there was no one to yield to; a task started now is ready, so
+        # the next call hops to a thread (a schedule point: the task runs meanwhile).
+        nursery.start_soon(beside)
+        assert await run_sync_when_idle(threading.get_ident) != threading.get_ident()
+        assert ran_beside == ["ran"]
+
+
+async def test_when_idle_a_cancelled_caller_does_not_run_the_function() -> None:
+    ran: list[int] = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await run_sync_when_idle(ran.append, 1)
+    assert scope.cancelled_caught
+    assert ran == []
+
+
+async def test_when_idle_raises_what_the_function_raised() -> None:
+    def fail() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await run_sync_when_idle(fail)
 
 
 async def run_sync_wait(event: threading.Event) -> None:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, TypeVarTuple
 import outcome
 import trio
 
-__all__ = ["run_sync", "wait_in_thread"]
+__all__ = ["run_sync", "run_sync_when_idle", "wait_in_thread"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -67,3 +67,13 @@ async def run_sync(fn: Callable[[*Ts], T], *args: *Ts) -> T:
         return await wait_in_thread(call)
     finally:
         limiter.release_on_behalf_of(borrower)
+
+
+async def run_sync_when_idle(fn: Callable[[*Ts], T], *args: *Ts) -> T:
+    """``fn(*args)`` in the trio thread itself when no other task is ready to run, else as
+    :func:`run_sync`. A cancel point; a schedule point only when it hops (idle, there is no
+    one to yield to)."""
+    if trio.lowlevel.current_statistics().tasks_runnable:
+        return await run_sync(fn, *args)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    return fn(*args)

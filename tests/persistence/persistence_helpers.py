@@ -30,10 +30,24 @@ class BackendKind:
 JSONL = BackendKind(
     "jsonl", JsonlPersistence, lambda root: JsonlPersistence.Config(path=str(root / "sessions"))
 )
+#: JSONL with every write in a worker thread (``inline_when_idle=False``).
+JSONL_THREADED = BackendKind(
+    "jsonl-threaded",
+    JsonlPersistence,
+    lambda root: JsonlPersistence.Config(path=str(root / "sessions"), inline_when_idle=False),
+)
 SQLITE = BackendKind(
     "sqlite",
     SqlitePersistence,
     lambda root: SqlitePersistence.Config(path=str(root / "db" / "sessions.sqlite3")),
+)
+#: SQLite with every write in a worker thread.
+SQLITE_THREADED = BackendKind(
+    "sqlite-threaded",
+    SqlitePersistence,
+    lambda root: SqlitePersistence.Config(
+        path=str(root / "db" / "sessions.sqlite3"), inline_when_idle=False
+    ),
 )
 
 

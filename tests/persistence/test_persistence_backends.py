@@ -4,18 +4,25 @@ backends, and a backend written against the public protocol only."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from protocol_backend import DictBackend, DictStorage
 
 from trio_agent.persistence import (
     Backend,
     JsonlBackend,
+    JsonlPersistence,
     MemoryBackend,
     MemoryStorage,
     SqliteBackend,
+    SqlitePersistence,
 )
-from trio_agent.testing import BackendConformance, check_backend
+from trio_agent.runtime import open_runtime
+from trio_agent.session import SessionStore
+from trio_agent.testing import BackendConformance, append_tool_turn, check_backend
 
 
 class TestJsonl(BackendConformance):
@@ -23,9 +30,21 @@ class TestJsonl(BackendConformance):
         return JsonlBackend(str(root / "sessions"))
 
 
+class TestJsonlThreaded(BackendConformance):
+    """Every write in a worker thread, as when the run loop is busy."""
+
+    def make_backend(self, root: Path) -> Backend:
+        return JsonlBackend(str(root / "sessions"), inline_when_idle=False)
+
+
 class TestSqlite(BackendConformance):
     def make_backend(self, root: Path) -> Backend:
         return SqliteBackend(str(root / "db" / "sessions.sqlite3"))
+
+
+class TestSqliteThreaded(BackendConformance):
+    def make_backend(self, root: Path) -> Backend:
+        return SqliteBackend(str(root / "db" / "sessions.sqlite3"), inline_when_idle=False)
 
 
 class TestMemory(BackendConformance):
@@ -67,3 +86,41 @@ async def test_check_backend_names_the_failing_test(tmp_path: Path) -> None:
         assert any(note.startswith("in the backend conformance test test_") for note in notes)
     else:
         raise AssertionError("a backend that forgets everything passed the kit")
+
+
+@pytest.mark.parametrize("inline_when_idle", [True, False])
+@pytest.mark.parametrize(
+    ("backend", "method"), [(JsonlBackend, "_append"), (SqliteBackend, "_write")]
+)
+async def test_an_idle_loop_writes_in_its_own_thread_unless_told_not_to(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: type[Backend],
+    method: str,
+    inline_when_idle: bool,
+) -> None:
+    """The write of a flush runs in the trio thread when nothing else is ready to run (two
+    thread wake-ups saved, #13), in a worker thread with ``inline_when_idle=False``."""
+    threads: list[int] = []
+    write = getattr(backend, method)
+
+    def recorded(self: Backend, *args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return write(self, *args)
+
+    monkeypatch.setattr(backend, method, recorded)
+    plugin, config = (
+        (JsonlPersistence, JsonlPersistence.Config(str(tmp_path / "s"), inline_when_idle))
+        if backend is JsonlBackend
+        else (SqlitePersistence, SqlitePersistence.Config(str(tmp_path / "s.db"), inline_when_idle))
+    )
+    async with open_runtime() as ctx:
+        await ctx.plugin(SessionStore)
+        await ctx.plugin(plugin, config)
+        session = ctx.sessions.create("s1")
+        for _ in range(3):
+            append_tool_turn(session)
+            await ctx.sessions.flush(session)
+    appends = threads[1:] if backend is JsonlBackend else threads  # JSONL creates in a thread
+    assert appends
+    assert all((ident == threading.get_ident()) == inline_when_idle for ident in appends)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from persistence_helpers import JSONL, open_store, plain
+from persistence_helpers import JSONL, JSONL_THREADED, open_store, plain
 
 from trio_agent.persistence import (
     FORMAT_TAG,
@@ -484,7 +484,7 @@ async def test_a_cancel_while_the_worker_thread_syncs_waits_for_it(
         real_fsync(fd)
 
     token = trio.lowlevel.current_trio_token()
-    async with open_store(JSONL, tmp_path) as ctx:
+    async with open_store(JSONL_THREADED, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
         append_tool_turn(session)
         await ctx.sessions.flush(session)  # the log exists: the next write is an append

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from persistence_helpers import SQLITE, open_store, plain
+from persistence_helpers import SQLITE, SQLITE_THREADED, open_store, plain
 
 from trio_agent.persistence import (
     PersistenceError,
@@ -98,7 +98,7 @@ async def test_a_failed_transaction_stores_nothing(tmp_path: Path) -> None:
 async def test_a_cancel_while_the_worker_thread_waits_for_the_database_waits_for_it(
     tmp_path: Path,
 ) -> None:
-    async with open_store(SQLITE, tmp_path) as ctx:
+    async with open_store(SQLITE_THREADED, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
         append_tool_turn(session)
         await ctx.sessions.flush(session)

@@ -13,7 +13,10 @@ Rules every method follows:
   so a ``session_id`` is safe as a file name or a key.
 * **Threads.** Methods are called from the runtime's trio thread and must not block it: run
   blocking I/O with ``trio.to_thread.run_sync`` (never ``abandon_on_cancel=True`` for work that
-  changes storage). Every ``async`` method is a checkpoint.
+  changes storage). Every ``async`` method is a checkpoint. (The built-in file backends bend
+  both rules for a write, by default and only when no other task is ready to run: it then runs
+  in the trio thread, a cancel point with no one to yield to; see
+  :class:`~trio_agent.persistence.JsonlBackend`.)
 * **Concurrency.** The writer never runs two writes of one session at once, and writes each
   session's events in seq order; reads, :meth:`~Backend.infos` and writes of *other* sessions may
   run while a write is in flight. Serialise inside the backend if the storage needs it (the SQLite

@@ -31,7 +31,7 @@ import attrs
 import trio
 
 from .._locking import held
-from .._threads import run_sync
+from .._threads import run_sync, run_sync_when_idle
 from ..ids import SessionId
 from ..runtime import Context
 from ..session import SessionEvent, SessionHeader
@@ -95,14 +95,15 @@ class SqlitePersistence(PersistenceService, name="session_persistence"):
 
     @attrs.frozen
     class Config:
-        """``path``: the database file."""
+        """``path``: the database file; ``inline_when_idle``: as :class:`SqliteBackend`'s."""
 
         path: str = ".trio-agent/sessions.sqlite3"
+        inline_when_idle: bool = True
 
     config: SqlitePersistence.Config
 
     def __init__(self, ctx: Context, config: SqlitePersistence.Config) -> None:
-        backend = SqliteBackend(config.path)
+        backend = SqliteBackend(config.path, inline_when_idle=config.inline_when_idle)
         super().__init__(ctx, config, backend)
         #: The absolute path of the database file.
         self.path = backend.path
@@ -113,11 +114,16 @@ class SqliteBackend(Backend):
     """The :class:`~trio_agent.persistence.Backend` of :class:`SqlitePersistence`: every session
     in the database at ``path`` (resolved against the working directory now), with the schema
     :mod:`trio_agent.persistence._sqlite` describes. The database is opened by the first call
-    that needs it and created by the first write."""
+    that needs it and created by the first write.
 
-    def __init__(self, path: str) -> None:
+    A write (one transaction) runs in the trio thread when no other task is ready to run, in a
+    worker thread otherwise, as :class:`~trio_agent.persistence.JsonlBackend`'s does;
+    ``inline_when_idle=False`` always hops."""
+
+    def __init__(self, path: str, *, inline_when_idle: bool = True) -> None:
         #: The absolute path of the database file.
         self.path = os.path.abspath(path)
+        self._run_write = run_sync_when_idle if inline_when_idle else run_sync
         self._lock = trio.Lock()
         # A list, so the connection can be set without rebinding an attribute.
         self._db: list[sqlite3.Connection] = []
@@ -131,9 +137,9 @@ class SqliteBackend(Backend):
         return f"{self.path} (session {session_id!r})"
 
     async def _run(self, fn: Callable[Concatenate[sqlite3.Connection, P], T], *args: Any) -> T:
-        """Run ``fn(connection, *args)`` in a worker thread, one call at a time."""
-        async with held(self._lock):  # free: no schedule point; run_sync is the checkpoint (#13)
-            return await run_sync(self._call, fn, *args)
+        """Run the write ``fn(connection, *args)``, one call at a time (see the class docs)."""
+        async with held(self._lock):  # free: no schedule point (#13)
+            return await self._run_write(self._call, fn, *args)
 
     async def _query(
         self, fn: Callable[Concatenate[sqlite3.Connection, P], T], absent: T, *args: Any
