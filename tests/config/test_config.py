@@ -31,7 +31,7 @@ from trio_agent.llm import (
     ScriptedProvider,
 )
 from trio_agent.loop import AgentConfig
-from trio_agent.persistence import SqlitePersistence
+from trio_agent.persistence import JsonlPersistence, SqlitePersistence
 from trio_agent.session import AssistantMessageEvent
 
 
@@ -70,6 +70,13 @@ max_parallel_tool_calls: 4
     assert config.tools.shell == ("git status", "ls")
     assert config.agents == (AgentConfig(id="coder", provider="offline"),)
     assert config.max_parallel_tool_calls == 4
+
+
+def test_a_file_backend_can_be_told_to_write_in_a_worker_thread() -> None:
+    config = parse_config("persistence: {type: jsonl, inline_when_idle: false}", environ={})
+    assert config.persistence == PersistenceConfig(
+        "jsonl", JsonlPersistence.Config(inline_when_idle=False)
+    )
 
 
 def test_environment_expansion() -> None:
