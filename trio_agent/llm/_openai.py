@@ -11,7 +11,7 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar, final
 
 import attrs
@@ -358,6 +358,38 @@ def _stream_error(error: object) -> LlmFailure:
     return LlmFailure(code, f"error in the response stream: {message}")
 
 
+#: How often one stream derives a text template: a provider whose plain text events differ in
+#: more than their content (a per-event nonce) stops paying for the derivation.
+_TEMPLATE_TRIES = 3
+
+_CONTENT_KEY = re.compile(r'"content"\s*:\s*"')
+
+#: ``json``'s own string-literal scanner (the C one where there is one); typeshed omits it.
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _text_template(data: str, content: str) -> tuple[str, str] | None:
+    """``(prefix, suffix)``: ``data``, the JSON of a plain text event whose delta's content is
+    ``content``, split around the body of that string literal - or ``None``.
+
+    Proven, not guessed: outside string literals (where every quote is escaped) the pattern
+    ``"content":"`` only matches a key, so when it matches once, that key is the delta's, and
+    its literal must decode to ``content``. JSON is context-free at the token level, so any
+    valid string literal in that place decodes to the same event with that content
+    (``_Decoder.event``'s fast path)."""
+    keys = [match.end() for match in _CONTENT_KEY.finditer(data)]
+    if len(keys) != 1:
+        return None
+    start = keys[0]
+    try:
+        literal, end = _scanstring(data, start)
+    except ValueError:
+        return None
+    if literal != content:
+        return None
+    return data[:start], data[end - 1 :]  # the suffix starts at the closing quote
+
+
 @final
 class _Decoder:
     """Turn the JSON of ``chat.completion.chunk`` events into stream chunks.
@@ -366,11 +398,24 @@ class _Decoder:
     back until ``[DONE]``.
     """
 
-    __slots__ = ("blocks", "done", "finish_reason", "reasoning", "text", "tools", "usage")
+    __slots__ = (
+        "blocks",
+        "done",
+        "finish_reason",
+        "reasoning",
+        "template",
+        "template_tries",
+        "text",
+        "tools",
+        "usage",
+    )
 
     def __init__(self) -> None:
         self.blocks: list[_WireBlock] = []
         self.text: _WireBlock | None = None
+        #: The text around the content of a plain text event (see :func:`_text_template`).
+        self.template: tuple[str, str] | None = None
+        self.template_tries = 0
         self.reasoning: _WireBlock | None = None
         self.tools: dict[object, _WireBlock] = {}
         self.finish_reason: str | None = None
@@ -389,6 +434,23 @@ class _Decoder:
         Raises :class:`_Malformed` (possibly after appending some chunks of this event)."""
         if data == "[DONE]":
             return self.close(out)
+        template = self.template
+        if template is not None and data.startswith(template[0]):
+            # An event that differs from a plain text event only in its content literal means
+            # what that event meant with this content: no need to decode the rest (#17).
+            prefix, suffix = template
+            try:
+                more, end = _scanstring(data, len(prefix))
+            except ValueError:
+                pass  # decoded below, which reports it
+            else:
+                if len(data) - end == len(suffix) - 1 and data.endswith(suffix):
+                    if more:
+                        text = self.text
+                        assert text is not None  # a template exists once text is open
+                        text.parts.append(more)
+                        out.append(TextDelta(text.index, more))
+                    return None
         try:
             obj = loads(data)
         except ValueError as exc:
@@ -407,6 +469,9 @@ class _Decoder:
                     if type(content) is str and content and choice.get("index", 0) == 0:
                         text.parts.append(content)
                         out.append(TextDelta(text.index, content))
+                        if self.template_tries < _TEMPLATE_TRIES:
+                            self.template_tries += 1
+                            self.template = _text_template(data, content)
                         return None
         if not choices and "error" in obj:
             return _stream_error(obj["error"])
