@@ -1,13 +1,15 @@
-"""``json.loads`` for the hot paths: the same value or error, for less on a small text."""
+"""``json.loads`` and the compact ``json.dumps`` for the hot paths: the same value, text or error,
+for less on a small text."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from json.scanner import make_scanner
 from typing import Any
 
-__all__ = ["loads"]
+__all__ = ["dumps_compact", "loads"]
 
 _PLAIN = json.JSONDecoder()
 
@@ -36,3 +38,25 @@ def loads(text: str, decoder: json.JSONDecoder = _PLAIN) -> Any:
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     return decoder.decode(text)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# What _COMPACT.encode builds anew on every call, made once: the C encoder, without the
+# circular-reference markers (what is encoded here is a tree: a log's snapshots, copied when
+# they were logged - a cycle would end in RecursionError, not in a wrong text).
+_compact_chunks = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _COMPACT.default, encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def dumps_compact(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``: the
+    same text, or the same error, for a value holding no reference cycle; ~30% faster per
+    event than ``JSONEncoder.encode`` (#13)."""
+    if _compact_chunks is None or isinstance(value, str):
+        return _COMPACT.encode(value)
+    return "".join(_compact_chunks(value, 0))

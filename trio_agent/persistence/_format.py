@@ -17,6 +17,7 @@ import cattrs
 from cattrs.errors import AttributeValidationNote, ForbiddenExtraKeysError
 
 from .. import _serde
+from .._jsontext import dumps_compact
 from ..ids import SESSION_ID_PATTERN, SessionId
 from ..session import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from ._errors import SessionCorruptError, SessionFormatError
@@ -51,12 +52,11 @@ def _reject_constant(name: str) -> NoReturn:
 
 
 _decoder = json.JSONDecoder(parse_constant=_reject_constant)
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 #: Parse one JSON document (NaN and Infinity are refused).
 decode_json = _decoder.decode
 #: Compact JSON text of a lossless-JSON value.
-encode_json = _encoder.encode
+encode_json = dumps_compact
 
 
 def header_to_json(header: SessionHeader) -> dict[str, Any]:
