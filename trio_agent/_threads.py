@@ -7,6 +7,8 @@ trio's default thread limiter, and not cancellable once the thread runs (a cance
 ``fn`` and lands at the caller's next checkpoint, so a write that happened is never left
 unrecorded). :func:`wait_in_thread` is the part under it, for a caller with its own bound and
 its own answer to a cancel (the PostgreSQL backend interrupts the running statement).
+:func:`run_sync_when_idle` skips the thread when no other task is ready to run: the file
+backends' writes (docs/design.md, "A write runs in the trio thread when nothing else is ready").
 
 They leave out what the backends do not use and a durable step pays for twice per step: a
 yield to acquire the limiter when a token is free, renaming the worker thread around every

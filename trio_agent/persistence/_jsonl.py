@@ -140,7 +140,8 @@ class JsonlBackend(Backend):
         self.directory = os.path.abspath(directory)
         self._run_write = run_sync_when_idle if inline_when_idle else run_sync
         #: Claimed sessions -> the locked log's descriptor (``None``: no log yet, the first
-        #: write creates it locked). Touched by one worker thread at a time per session.
+        #: write creates it locked). Touched by one thread at a time per session (a worker,
+        #: or the trio thread for an append made while it was idle).
         self._claims: dict[SessionId, int | None] = {}
         #: Sessions whose failed append could not be cut back: the bytes after the committed
         #: length are this backend's own, and the next append may cut them.

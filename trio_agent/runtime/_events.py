@@ -199,14 +199,6 @@ class EventBus:
         if not hooks:  # like serial and waterfall: a cancel point, no nursery to open (#17)
             return
         errors: list[Exception] = []
-        if len(hooks) == 1:  # nothing to run beside it: in this task, no nursery (#13)
-            try:
-                result = hooks[0].fn(payload)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise ExceptionGroup(f"1 listener(s) of {name!r} failed", [exc]) from None
-            return
 
         async def run(hook: Hook) -> None:
             try:
@@ -216,9 +208,12 @@ class EventBus:
             except Exception as exc:
                 errors.append(exc)
 
-        async with trio.open_nursery() as nursery:
-            for hook in hooks:
-                nursery.start_soon(run, hook)
+        if len(hooks) == 1:  # nothing to run beside it: in this task, no nursery (#13)
+            await run(hooks[0])
+        else:
+            async with trio.open_nursery() as nursery:
+                for hook in hooks:
+                    nursery.start_soon(run, hook)
         if errors:
             raise ExceptionGroup(f"{len(errors)} listener(s) of {name!r} failed", errors)
 
