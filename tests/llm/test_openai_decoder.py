@@ -1,5 +1,6 @@
-"""The OpenAI adapter's event decoder: its plain-text fast path (a text template, #17) means
-exactly what decoding every event in full means, whatever the events look like."""
+"""The OpenAI adapter's event decoder: its fast path for plain text and reasoning deltas (a
+template, #17) means exactly what decoding every event in full means, whatever the events
+look like."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_agent.llm import StreamChunk
+from trio_agent.llm import ReasoningDelta, StreamChunk, TextDelta
 from trio_agent.llm._openai import _TEMPLATE_TRIES, _Decoder, _Malformed
 
 
@@ -66,12 +67,27 @@ def events(draw: st.DrawFn) -> list[str]:
         text = draw(texts)
         kind = draw(
             st.sampled_from(
-                ["text"] * 6
-                + ["finish", "logprobs", "reasoning", "tail", "broken", "usage", "lone surrogate"]
+                ["text"] * 4
+                + ["deepseek text", "deepseek reasoning", "reasoning", "openrouter reasoning"] * 2
+                + ["finish", "logprobs", "both", "tail", "broken", "usage", "lone surrogate"]
+                + ["role", "tool"]
             )
         )
         if kind == "text":
             out.append(dumps(chunk({"content": text})))
+        elif kind == "deepseek text":  # DeepSeek's reasoner names the other field, null
+            out.append(dumps(chunk({"content": text, "reasoning_content": None})))
+        elif kind == "deepseek reasoning":
+            out.append(dumps(chunk({"content": None, "reasoning_content": text})))
+        elif kind == "openrouter reasoning":
+            out.append(dumps(chunk({"reasoning": text})))
+        elif kind == "both":
+            out.append(dumps(chunk({"reasoning_content": text, "content": text})))
+        elif kind == "role":  # the first event of many providers
+            out.append(dumps(chunk({"role": "assistant", "content": text})))
+        elif kind == "tool":
+            call = {"index": 0, "id": "c1", "function": {"name": "f", "arguments": text}}
+            out.append(dumps(chunk({"content": None, "tool_calls": [call]})))
         elif kind == "finish":
             out.append(dumps(chunk({"content": text}, finish_reason="stop")))
         elif kind == "logprobs":
@@ -100,13 +116,33 @@ def test_plain_text_events_take_the_template() -> None:
     decoder = _Decoder()
     out: deque[StreamChunk] = deque()
     for text in ["Hel", 'lo \\ "world" \u2603']:
-        assert (
-            decoder.event(json.dumps(chunk({"content": text}), separators=(",", ":")), out) is None
-        )
-    assert decoder.template is not None
-    prefix, suffix = decoder.template
-    assert prefix.endswith('"content":"') and suffix == '"},"logprobs":null,"finish_reason":null}]}'
+        event = json.dumps(chunk({"content": text}), separators=(",", ":"))
+        assert decoder.event(event, out) is None
+    [template] = decoder.templates
+    assert template.prefix.endswith('"content":"')
+    assert template.suffix == '"},"logprobs":null,"finish_reason":null}]}'
     assert "".join(getattr(c, "text", "") for c in out) == 'Hello \\ "world" \u2603'
+
+
+def test_deepseek_reasoning_then_text_take_one_template_each() -> None:
+    decoder = _Decoder()
+    out: deque[StreamChunk] = deque()
+    for delta in [
+        {"content": None, "reasoning_content": "think"},
+        {"content": None, "reasoning_content": "ing"},
+        {"content": "an", "reasoning_content": None},
+        {"content": "swer", "reasoning_content": None},
+    ]:
+        decoder.event(json.dumps(chunk(delta), separators=(",", ":")), out)
+    assert [t.chunk for t in decoder.templates] == [ReasoningDelta, TextDelta]
+    assert [type(c).__name__ for c in out] == [
+        "BlockStart",
+        "ReasoningDelta",
+        "ReasoningDelta",
+        "BlockStart",
+        "TextDelta",
+        "TextDelta",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -114,18 +150,21 @@ def test_plain_text_events_take_the_template() -> None:
     [
         # "content" twice: which literal is the delta's is not proven, so no template.
         chunk({"content": "a"}, note={"content": "b"}),
-        # The delta holds more than the content: not a plain text event.
-        chunk({"content": "a", "role": "assistant"}),
+        # Two chunks from one event, or a finish, or usage: more than a plain delta.
+        chunk({"content": "a", "reasoning_content": "b"}),
+        chunk({"content": "a"}, finish_reason="stop"),
+        chunk({"content": "a"}, usage={"prompt_tokens": 1}),
     ],
 )
-def test_no_template_when_the_content_is_not_the_only_difference(event: dict[str, Any]) -> None:
+def test_no_template_when_the_event_is_not_a_plain_delta(event: dict[str, Any]) -> None:
     decoder = _Decoder()
     out: deque[StreamChunk] = deque()
-    decoder.event(json.dumps(chunk({"content": "open"})), out)  # the text block is open
-    decoder.template = None
+    decoder.event(json.dumps(chunk({"reasoning_content": "open"})), out)  # both blocks open
+    decoder.event(json.dumps(chunk({"content": "open"})), out)
+    decoder.templates = []
     decoder.template_tries = 0
     decoder.event(json.dumps(event), out)
-    assert decoder.template is None
+    assert decoder.templates == []
 
 
 def test_a_provider_whose_events_always_differ_stops_deriving_templates() -> None:
@@ -135,3 +174,12 @@ def test_a_provider_whose_events_always_differ_stops_deriving_templates() -> Non
         decoder.event(json.dumps(chunk({"content": "t"}, obfuscation="x" * nonce)), out)
     assert decoder.template_tries == _TEMPLATE_TRIES
     assert sum(getattr(c, "text", None) == "t" for c in out) == 10
+
+
+def test_reasoning_under_its_other_name_takes_a_template_too() -> None:
+    decoder = _Decoder()
+    out: deque[StreamChunk] = deque()
+    for text in ["a", "b", "c"]:
+        decoder.event(json.dumps(chunk({"reasoning": text})), out)
+    assert [t.chunk for t in decoder.templates] == [ReasoningDelta]
+    assert [getattr(c, "text", None) for c in out] == [None, "a", "b", "c"]

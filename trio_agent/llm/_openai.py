@@ -12,7 +12,7 @@ import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, NamedTuple, final
 
 import attrs
 import httpx
@@ -358,26 +358,41 @@ def _stream_error(error: object) -> LlmFailure:
     return LlmFailure(code, f"error in the response stream: {message}")
 
 
-#: How often one stream derives a text template: a provider whose plain text events differ in
-#: more than their content (a per-event nonce) stops paying for the derivation.
+#: How often one stream derives a template (see :class:`_Template`): a provider whose plain
+#: delta events differ in more than their text (a per-event nonce) stops paying for it.
 _TEMPLATE_TRIES = 3
 
-_CONTENT_KEY = re.compile(r'"content"\s*:\s*"')
+#: ``"<key>":"`` with the spaces JSON allows, for the delta keys a template can stand for.
+_KEY_PATTERNS = {
+    key: re.compile(rf'"{key}"\s*:\s*"') for key in ("content", "reasoning_content", "reasoning")
+}
 
 #: ``json``'s own string-literal scanner (the C one where there is one); typeshed omits it.
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
-def _text_template(data: str, content: str) -> tuple[str, str] | None:
-    """``(prefix, suffix)``: ``data``, the JSON of a plain text event whose delta's content is
-    ``content``, split around the body of that string literal - or ``None``.
+class _Template(NamedTuple):
+    """A plain delta event of one stream split around its text literal: an event that is the
+    same but for that literal means the same - more text for ``block`` - with its own text
+    (``_Decoder.event`` tests that first; a tuple, unpacked there per event).
 
-    Proven, not guessed: outside string literals (where every quote is escaped) the pattern
-    ``"content":"`` only matches a key, so when it matches once, that key is the delta's, and
-    its literal must decode to ``content``. JSON is context-free at the token level, so any
-    valid string literal in that place decodes to the same event with that content
-    (``_Decoder.event``'s fast path)."""
-    keys = [match.end() for match in _CONTENT_KEY.finditer(data)]
+    Proven, not guessed (:func:`_template_of`): outside string literals, where every quote is
+    escaped, ``"<key>":"`` only matches a key, so when it matches once in the event, that key
+    is the delta's; its literal must decode to the text the full decode found. JSON is
+    context-free at the token level, so any valid string literal in that place decodes to the
+    same event with that text. The block stays the open one of its kind for the rest of the
+    stream."""
+
+    prefix: str
+    suffix: str  # from the literal's closing quote on
+    block: _WireBlock
+    chunk: type[TextDelta] | type[ReasoningDelta]
+
+
+def _template_of(data: str, key: str, text: str, block: _WireBlock) -> _Template | None:
+    """The template of ``data``, an event whose only effect was ``text`` appended to ``block``
+    from the delta's ``key`` - or ``None`` when that cannot be proven."""
+    keys = [match.end() for match in _KEY_PATTERNS[key].finditer(data)]
     if len(keys) != 1:
         return None
     start = keys[0]
@@ -385,9 +400,10 @@ def _text_template(data: str, content: str) -> tuple[str, str] | None:
         literal, end = _scanstring(data, start)
     except ValueError:
         return None
-    if literal != content:
+    if literal != text:
         return None
-    return data[:start], data[end - 1 :]  # the suffix starts at the closing quote
+    chunk = TextDelta if block.kind == "text" else ReasoningDelta
+    return _Template(data[:start], data[end - 1 :], block, chunk)
 
 
 @final
@@ -403,8 +419,8 @@ class _Decoder:
         "done",
         "finish_reason",
         "reasoning",
-        "template",
         "template_tries",
+        "templates",
         "text",
         "tools",
         "usage",
@@ -413,8 +429,8 @@ class _Decoder:
     def __init__(self) -> None:
         self.blocks: list[_WireBlock] = []
         self.text: _WireBlock | None = None
-        #: The text around the content of a plain text event (see :func:`_text_template`).
-        self.template: tuple[str, str] | None = None
+        #: At most one per open text or reasoning block.
+        self.templates: list[_Template] = []
         self.template_tries = 0
         self.reasoning: _WireBlock | None = None
         self.tools: dict[object, _WireBlock] = {}
@@ -434,22 +450,18 @@ class _Decoder:
         Raises :class:`_Malformed` (possibly after appending some chunks of this event)."""
         if data == "[DONE]":
             return self.close(out)
-        template = self.template
-        if template is not None and data.startswith(template[0]):
-            # An event that differs from a plain text event only in its content literal means
-            # what that event meant with this content: no need to decode the rest (#17).
-            prefix, suffix = template
-            try:
-                more, end = _scanstring(data, len(prefix))
-            except ValueError:
-                pass  # decoded below, which reports it
-            else:
+        for prefix, suffix, block, chunk in self.templates:
+            # The same event as a plain delta event but for its text: no need to decode (#17).
+            if data.startswith(prefix):
+                try:
+                    more, end = _scanstring(data, len(prefix))
+                except ValueError:
+                    continue  # decoded in full, which reports it
+                # The suffix starts at the literal's closing quote.
                 if len(data) - end == len(suffix) - 1 and data.endswith(suffix):
                     if more:
-                        text = self.text
-                        assert text is not None  # a template exists once text is open
-                        text.parts.append(more)
-                        out.append(TextDelta(text.index, more))
+                        block.parts.append(more)
+                        out.append(chunk(block.index, more))
                     return None
         try:
             obj = loads(data)
@@ -470,8 +482,7 @@ class _Decoder:
                         text.parts.append(content)
                         out.append(TextDelta(text.index, content))
                         if self.template_tries < _TEMPLATE_TRIES:
-                            self.template_tries += 1
-                            self.template = _text_template(data, content)
+                            self._learn(data, "content", content, text)
                         return None
         if not choices and "error" in obj:
             return _stream_error(obj["error"])
@@ -482,6 +493,7 @@ class _Decoder:
             return None
         if type(choices) is not list:
             raise _Malformed("'choices' is not a list", data)
+        before = len(out)
         for choice in choices:
             if type(choice) is not dict:
                 raise _Malformed("a choice is not an object", data)
@@ -495,7 +507,32 @@ class _Decoder:
             reason = choice.get("finish_reason")
             if reason and type(reason) is str:
                 self.finish_reason = reason
+        if len(out) == before + 1 and self.template_tries < _TEMPLATE_TRIES:
+            self._learn_plain(data, obj, choices, out[-1])
         return None
+
+    def _learn_plain(
+        self, data: str, obj: dict[str, Any], choices: list[Any], chunk: StreamChunk
+    ) -> None:
+        """Learn ``data``'s template when its one effect was ``chunk``, more text or reasoning
+        for an open block: one choice, no usage, no finish, no tool call."""
+        if len(choices) != 1 or type(obj.get("usage")) is dict:
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if choice.get("finish_reason") or type(delta) is not dict or delta.get("tool_calls"):
+            return
+        if type(chunk) is TextDelta and self.text is not None:
+            self._learn(data, "content", chunk.text, self.text)
+        elif type(chunk) is ReasoningDelta and self.reasoning is not None:
+            key = "reasoning" if delta.get("reasoning_content") is None else "reasoning_content"
+            self._learn(data, key, chunk.text, self.reasoning)
+
+    def _learn(self, data: str, key: str, text: str, block: _WireBlock) -> None:
+        self.template_tries += 1
+        template = _template_of(data, key, text, block)
+        if template is not None:
+            self.templates = [t for t in self.templates if t.block is not block] + [template]
 
     def _delta(self, delta: dict[str, Any], out: deque[StreamChunk]) -> None:
         reasoning = delta.get("reasoning_content")
