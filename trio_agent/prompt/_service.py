@@ -7,7 +7,7 @@ import itertools
 import math
 import operator
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, final
 
 import attrs
@@ -232,8 +232,8 @@ class SystemPrompt(Service, name="system_prompt"):
         if visible is None:
             if len(self._visible) >= _VISIBLE_SCOPES:
                 self._visible.clear()
-            sections = sorted(
-                self._effective(self._sections, scope), key=lambda e: (e.order, e.seq)
+            sections = tuple(
+                sorted(self._effective(self._sections, scope), key=lambda e: (e.order, e.seq))
             )
             visible = self._visible[scope] = _Visible(
                 sections, self._effective(self._variables, scope)
@@ -242,12 +242,12 @@ class SystemPrompt(Service, name="system_prompt"):
 
     def _effective(
         self, table: dict[Scope | None, dict[str, _Entry]], scope: Scope | None
-    ) -> list[_Entry]:
+    ) -> tuple[_Entry, ...]:
         """The entries visible at ``scope``: global, overlaid by each scope out to in."""
         merged = dict(table.get(None, {}))
         for layer in reversed(scope.chain) if scope is not None else ():
             merged.update(table.get(layer, {}))
-        return list(merged.values())
+        return tuple(merged.values())
 
     def render(self, assembly: PromptAssembly) -> str:
         """The system prompt text of ``assembly``; see :func:`render_prompt`.
@@ -269,11 +269,13 @@ class _Visible:
 
     __slots__ = ("_assembly", "_texts", "_values", "sections", "variables")
 
-    def __init__(self, sections: list[_Entry], variables: list[_Entry]) -> None:
+    def __init__(self, sections: tuple[_Entry, ...], variables: tuple[_Entry, ...]) -> None:
+        # Tuples, and () until an assembly is kept: an agent's scope holds one of these, and
+        # an empty list is an object the collector tracks (#17's memory per agent).
         self.sections = sections
         self.variables = variables
         self._assembly: PromptAssembly | None = None
-        self._texts: list[str] = []
+        self._texts: Sequence[str] = ()
         self._values: dict[str, str | None] = {}
 
     def assembly_of(

@@ -269,6 +269,10 @@ class _ServiceTable:
 # ------------------------------------------------------------------------------------------------
 
 
+#: A task a fiber starts once its nursery runs: ``(fn, args, name)``.
+_Spawn = tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str | None]
+
+
 @final
 class Fiber:
     """One mounted plugin (or scope): its state, its nursery and its disposer stack.
@@ -332,14 +336,15 @@ class Fiber:
         self._effects: dict[Disposer, None] = {}
         #: One bound method for every disposer of this fiber (not one per disposer: #17).
         self._forget_hook = self._forget
-        self._provided: list[Disposer] = []
+        # Both empty as the shared empty tuple until used (most fibers never provide or spawn
+        # before their nursery runs): an empty list per fiber is an object the collector
+        # tracks for every idle agent (#17's memory per agent).
+        self._provided: list[Disposer] | tuple[()] = ()
         #: Serialises load and unload; built by the first of them (an agent's scope fiber lives
         #: without one until it is disposed: #17's memory per agent).
         self._lock: trio.Lock | None = None
         self._nursery: trio.Nursery | None = None
-        self._spawns: list[
-            tuple[Callable[..., Awaitable[object]], tuple[Any, ...], str | None]
-        ] = []
+        self._spawns: list[_Spawn] | tuple[()] = ()
         self._host_stop: trio.Event | None = None
         self._host_done: trio.Event | None = None
         #: The parent's effect that disposes this fiber; set by the parent when it adopts us.
@@ -381,6 +386,14 @@ class Fiber:
         disposer._on_done = self._forget_hook
         return disposer
 
+    def note_provided(self, disposer: Disposer) -> None:
+        """Remember ``disposer`` (on this fiber's stack) as a service withdrawal: teardown runs
+        those first, before the tasks stop."""
+        if isinstance(self._provided, list):
+            self._provided.append(disposer)
+        else:
+            self._provided = [disposer]
+
     def _forget(self, disposer: Disposer) -> None:
         self._effects.pop(disposer, None)
 
@@ -405,7 +418,10 @@ class Fiber:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args, name=name)
             return
-        self._spawns.append((fn, args, name))
+        if isinstance(self._spawns, list):
+            self._spawns.append((fn, args, name))
+        else:
+            self._spawns = [(fn, args, name)]
         if self._host_done is None:
             self._host_stop = trio.Event()
             self._host_done = trio.Event()
@@ -444,7 +460,7 @@ class Fiber:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                spawns, self._spawns = self._spawns, []
+                spawns, self._spawns = self._spawns, ()
                 for fn, args, name in spawns:
                     nursery.start_soon(fn, *args, name=name)
                 await stop.wait()
@@ -455,7 +471,7 @@ class Fiber:
             self._crashed(group)
         finally:
             self._nursery = None
-            self._spawns = []
+            self._spawns = ()
             if self._host_done is done:
                 self._host_stop = self._host_done = None
             done.set()
@@ -550,7 +566,7 @@ class Fiber:
     async def _teardown(self) -> None:
         """Withdraw services, stop tasks, then run disposers LIFO (all shielded, budgeted)."""
         deadline = trio.current_time() + self.runtime.teardown_timeout
-        provided, self._provided = self._provided, []
+        provided, self._provided = self._provided, ()
         for disposer in reversed(provided):
             if not disposer.disposed:
                 await self._run_disposer(disposer, deadline)
@@ -908,7 +924,7 @@ class Context:
         if name.startswith("_") or name in _RESERVED:
             raise ValueError(f"{name!r} cannot be a service name: it is reserved by Context")
         disposer = self.fiber.add(self.runtime.services.provide(name, impl, self.fiber))
-        self.fiber._provided.append(disposer)
+        self.fiber.note_provided(disposer)
         return disposer
 
     @overload
