@@ -7,6 +7,7 @@ from typing import final
 
 import trio
 
+from .._buffers import appended
 from ..llm import Message
 
 __all__ = ["Inbox"]
@@ -27,9 +28,8 @@ class Inbox:
 
     def __init__(self) -> None:
         # Lists, not deques: every take is of the whole buffer, and an empty deque costs ~760
-        # bytes against a list's 56. An empty buffer is the shared empty tuple, not a list:
-        # three empty lists per idle agent were 3 of the ~110 objects the collector tracks
-        # for it, and ~200 bytes (#17's memory per agent). Only these methods write them.
+        # bytes against a list's 56; and () while empty (trio_agent._buffers). Only these
+        # methods write them.
         self.queued: Sequence[Message] = ()
         self.steering: Sequence[Message] = ()
         self.injected: Sequence[Message] = ()
@@ -47,14 +47,14 @@ class Inbox:
             trio.lowlevel.reschedule(waiter)
 
     def enqueue(self, message: Message) -> None:
-        self.queued = _appended(self.queued, message)
+        self.queued = appended(self.queued, message)
         self._signal()
 
     def steer(self, message: Message) -> None:
-        self.steering = _appended(self.steering, message)
+        self.steering = appended(self.steering, message)
 
     def inject(self, message: Message) -> None:
-        self.injected = _appended(self.injected, message)
+        self.injected = appended(self.injected, message)
 
     def requeue_steering(self) -> None:
         """Move leftover steering to the end of ``queued`` (it opens the next turn)."""
@@ -107,11 +107,3 @@ class Inbox:
     def _abort_wait(self, _: object) -> trio.lowlevel.Abort:
         self._waiter = None
         return trio.lowlevel.Abort.SUCCEEDED
-
-
-def _appended(buffer: Sequence[Message], message: Message) -> list[Message]:
-    """``buffer`` with ``message`` at its end: the buffer itself once it is a list."""
-    if isinstance(buffer, list):
-        buffer.append(message)
-        return buffer
-    return [*buffer, message]

@@ -18,7 +18,7 @@ import enum
 import inspect
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Generic, Self, TypeVar, final, overload
 
 import attrs
@@ -26,6 +26,7 @@ import cattrs
 import trio
 
 from .. import _serde
+from .._buffers import appended
 from ._disposer import Disposer, Teardown
 from ._errors import (
     InactiveContextError,
@@ -336,15 +337,14 @@ class Fiber:
         self._effects: dict[Disposer, None] = {}
         #: One bound method for every disposer of this fiber (not one per disposer: #17).
         self._forget_hook = self._forget
-        # Both empty as the shared empty tuple until used (most fibers never provide or spawn
-        # before their nursery runs): an empty list per fiber is an object the collector
-        # tracks for every idle agent (#17's memory per agent).
-        self._provided: list[Disposer] | tuple[()] = ()
+        # Both () while empty (trio_agent._buffers): most fibers never provide or spawn before
+        # their nursery runs.
+        self._provided: Sequence[Disposer] = ()
         #: Serialises load and unload; built by the first of them (an agent's scope fiber lives
         #: without one until it is disposed: #17's memory per agent).
         self._lock: trio.Lock | None = None
         self._nursery: trio.Nursery | None = None
-        self._spawns: list[_Spawn] | tuple[()] = ()
+        self._spawns: Sequence[_Spawn] = ()
         self._host_stop: trio.Event | None = None
         self._host_done: trio.Event | None = None
         #: The parent's effect that disposes this fiber; set by the parent when it adopts us.
@@ -389,10 +389,7 @@ class Fiber:
     def note_provided(self, disposer: Disposer) -> None:
         """Remember ``disposer`` (on this fiber's stack) as a service withdrawal: teardown runs
         those first, before the tasks stop."""
-        if isinstance(self._provided, list):
-            self._provided.append(disposer)
-        else:
-            self._provided = [disposer]
+        self._provided = appended(self._provided, disposer)
 
     def _forget(self, disposer: Disposer) -> None:
         self._effects.pop(disposer, None)
@@ -418,10 +415,7 @@ class Fiber:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args, name=name)
             return
-        if isinstance(self._spawns, list):
-            self._spawns.append((fn, args, name))
-        else:
-            self._spawns = [(fn, args, name)]
+        self._spawns = appended(self._spawns, (fn, args, name))
         if self._host_done is None:
             self._host_stop = trio.Event()
             self._host_done = trio.Event()
