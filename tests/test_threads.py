@@ -4,6 +4,8 @@ run_sync_when_idle: the same, or in the trio thread when nothing else is ready t
 from __future__ import annotations
 
 import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import trio
@@ -11,25 +13,33 @@ import trio.testing
 
 from trio_agent._threads import run_sync, run_sync_when_idle
 
+Runner = Callable[..., Awaitable[Any]]
+
 
 async def test_returns_the_result_from_another_thread() -> None:
     assert await run_sync(threading.get_ident) != threading.get_ident()
     assert await run_sync(divmod, 7, 2) == (3, 1)
 
 
-async def test_raises_what_the_function_raised() -> None:
+#: Both ways to run a blocking call; what holds for both is tested once for each.
+RUNNERS = [run_sync, run_sync_when_idle]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+async def test_raises_what_the_function_raised(runner: Runner) -> None:
     def fail() -> None:
         raise ValueError("boom")
 
     with pytest.raises(ValueError, match="boom"):
-        await run_sync(fail)
+        await runner(fail)
 
 
-async def test_a_cancelled_caller_does_not_start_the_function() -> None:
+@pytest.mark.parametrize("runner", RUNNERS)
+async def test_a_cancelled_caller_does_not_start_the_function(runner: Runner) -> None:
     ran: list[int] = []
     with trio.CancelScope() as scope:
         scope.cancel()
-        await run_sync(ran.append, 1)
+        await runner(ran.append, 1)
     assert scope.cancelled_caught
     assert ran == []
 
@@ -110,23 +120,6 @@ async def test_when_idle_the_function_runs_in_the_trio_thread_without_yielding()
         nursery.start_soon(beside)
         assert await run_sync_when_idle(threading.get_ident) != threading.get_ident()
         assert ran_beside == ["ran"]
-
-
-async def test_when_idle_a_cancelled_caller_does_not_run_the_function() -> None:
-    ran: list[int] = []
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        await run_sync_when_idle(ran.append, 1)
-    assert scope.cancelled_caught
-    assert ran == []
-
-
-async def test_when_idle_raises_what_the_function_raised() -> None:
-    def fail() -> None:
-        raise ValueError("boom")
-
-    with pytest.raises(ValueError, match="boom"):
-        await run_sync_when_idle(fail)
 
 
 async def run_sync_wait(event: threading.Event) -> None:
