@@ -9,19 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from persistence_helpers import (
+    JSONL,
+    JSONL_THREADED,
+    SQLITE,
+    SQLITE_THREADED,
+    BackendKind,
+    open_store,
+)
 from protocol_backend import DictBackend, DictStorage
 
 from trio_agent.persistence import (
     Backend,
     JsonlBackend,
-    JsonlPersistence,
     MemoryBackend,
     MemoryStorage,
     SqliteBackend,
-    SqlitePersistence,
 )
-from trio_agent.runtime import open_runtime
-from trio_agent.session import SessionStore
 from trio_agent.testing import BackendConformance, append_tool_turn, check_backend
 
 
@@ -88,19 +92,27 @@ async def test_check_backend_names_the_failing_test(tmp_path: Path) -> None:
         raise AssertionError("a backend that forgets everything passed the kit")
 
 
-@pytest.mark.parametrize("inline_when_idle", [True, False])
 @pytest.mark.parametrize(
-    ("backend", "method"), [(JsonlBackend, "_append"), (SqliteBackend, "_write")]
+    ("kind", "backend", "method", "inline_when_idle"),
+    [
+        (JSONL, JsonlBackend, "_append", True),
+        (JSONL_THREADED, JsonlBackend, "_append", False),
+        (SQLITE, SqliteBackend, "_write", True),
+        (SQLITE_THREADED, SqliteBackend, "_write", False),
+    ],
+    ids=lambda value: getattr(value, "name", None),
 )
 async def test_an_idle_loop_writes_in_its_own_thread_unless_told_not_to(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    kind: BackendKind,
     backend: type[Backend],
     method: str,
     inline_when_idle: bool,
 ) -> None:
     """The write of a flush runs in the trio thread when nothing else is ready to run (two
-    thread wake-ups saved, #13), in a worker thread with ``inline_when_idle=False``."""
+    thread wake-ups saved, #13), in a worker thread with ``inline_when_idle=False``. (A JSONL
+    log is created in a worker thread either way, by ``_create``.)"""
     threads: list[int] = []
     write = getattr(backend, method)
 
@@ -109,18 +121,10 @@ async def test_an_idle_loop_writes_in_its_own_thread_unless_told_not_to(
         return write(self, *args)
 
     monkeypatch.setattr(backend, method, recorded)
-    plugin, config = (
-        (JsonlPersistence, JsonlPersistence.Config(str(tmp_path / "s"), inline_when_idle))
-        if backend is JsonlBackend
-        else (SqlitePersistence, SqlitePersistence.Config(str(tmp_path / "s.db"), inline_when_idle))
-    )
-    async with open_runtime() as ctx:
-        await ctx.plugin(SessionStore)
-        await ctx.plugin(plugin, config)
+    async with open_store(kind, tmp_path) as ctx:
         session = ctx.sessions.create("s1")
         for _ in range(3):
             append_tool_turn(session)
             await ctx.sessions.flush(session)
-    appends = threads[1:] if backend is JsonlBackend else threads  # JSONL creates in a thread
-    assert appends
-    assert all((ident == threading.get_ident()) == inline_when_idle for ident in appends)
+    assert threads
+    assert all((ident == threading.get_ident()) == inline_when_idle for ident in threads)
