@@ -361,18 +361,21 @@ def on_file(path: Path, fd: int) -> bool:
     return (here.st_ino, here.st_dev) == (there.st_ino, there.st_dev)
 
 
-def half_then_fail(path: Path, error: OSError, fail: list[bool]) -> Callable[[int, Any], int]:
-    """An ``os.write`` that, while ``fail`` holds a value, writes half of what is written to
-    ``path`` and then raises ``error`` (a full disk, a dying device)."""
-    real_write = os.write
+def half_then_fail(
+    path: Path, error: OSError, fail: list[bool]
+) -> Callable[[int, Any, int], int]:
+    """An ``os.pwrite`` (what appends write with) that, while ``fail`` holds a value, writes
+    half of what is written to ``path`` and then raises ``error`` (a full disk, a dying
+    device)."""
+    real_pwrite = os.pwrite
 
-    def write(fd: int, data: Any) -> int:
+    def pwrite(fd: int, data: Any, offset: int) -> int:
         if fail and len(data) > 10 and on_file(path, fd):
-            real_write(fd, bytes(data[: len(data) // 2]))
+            real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
             raise error
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
-    return write
+    return pwrite
 
 
 async def test_a_partial_append_is_rolled_back(
@@ -385,7 +388,7 @@ async def test_a_partial_append_is_rolled_back(
         append_tool_turn(session)
         await ctx.sessions.flush(session)
         intact = path.read_bytes()
-        monkeypatch.setattr(os, "write", half_then_fail(path, OSError(28, "No space"), fail))
+        monkeypatch.setattr(os, "pwrite", half_then_fail(path, OSError(28, "No space"), fail))
         append_tool_turn(session)
         with pytest.raises(SessionWriteError, match="No space"):
             await ctx.sessions.flush(session)
@@ -413,7 +416,7 @@ async def test_a_partial_append_left_behind_is_cut_off_by_the_next_one(
         append_tool_turn(session)
         await ctx.sessions.flush(session)
         size = path.stat().st_size
-        monkeypatch.setattr(os, "write", half_then_fail(path, OSError(5, "I/O error"), fail))
+        monkeypatch.setattr(os, "pwrite", half_then_fail(path, OSError(5, "I/O error"), fail))
         monkeypatch.setattr(os, "ftruncate", failing_ftruncate)
         append_tool_turn(session)
         with pytest.raises(SessionWriteError):
