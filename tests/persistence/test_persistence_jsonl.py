@@ -361,9 +361,7 @@ def on_file(path: Path, fd: int) -> bool:
     return (here.st_ino, here.st_dev) == (there.st_ino, there.st_dev)
 
 
-def half_then_fail(
-    path: Path, error: OSError, fail: list[bool]
-) -> Callable[[int, Any, int], int]:
+def half_then_fail(path: Path, error: OSError, fail: list[bool]) -> Callable[[int, Any, int], int]:
     """An ``os.pwrite`` (what appends write with) that, while ``fail`` holds a value, writes
     half of what is written to ``path`` and then raises ``error`` (a full disk, a dying
     device)."""
