@@ -20,6 +20,7 @@ from trio_agent.persistence import (
     SessionWriteError,
     SqlitePersistence,
 )
+from trio_agent.persistence._tables import infos_query
 from trio_agent.testing import append_tool_turn
 
 
@@ -57,6 +58,43 @@ async def test_schema_rows_and_pragmas(tmp_path: Path) -> None:
         ).fetchall()
     db.close()
     assert [(s, t, ts, json.loads(d)) for s, t, ts, d in rows] == events
+
+
+def index_names(db: sqlite3.Connection) -> set[str]:
+    rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    return {name for (name,) in rows}
+
+
+async def test_only_turn_starts_are_indexed_and_listing_reads_that_index(tmp_path: Path) -> None:
+    await make_db(tmp_path)
+    db = sqlite3.connect(db_path(tmp_path))
+    try:
+        # An index over every event's type put each commit's rows in one index page per type.
+        assert index_names(db) == {"events_turn_starts"}
+        plan = db.execute("EXPLAIN QUERY PLAN " + infos_query("sessions", "events")).fetchall()
+    finally:
+        db.close()
+    assert any("events_turn_starts" in str(row) for row in plan), plan
+
+
+async def test_an_earlier_builds_index_is_replaced_at_open_and_nothing_else_changes(
+    tmp_path: Path,
+) -> None:
+    events = await make_db(tmp_path)
+    with sqlite3.connect(db_path(tmp_path)) as db:
+        db.execute("DROP INDEX events_turn_starts")
+        db.execute("CREATE INDEX events_by_type ON events (session_id, type, seq)")
+    db.close()
+    async with open_store(SQLITE, tmp_path) as ctx:
+        (info,) = await ctx.session_persistence.list()
+        stored = await ctx.session_persistence.load("s1")
+    assert info.turns == 2 and plain(stored.events) == events
+    db = sqlite3.connect(db_path(tmp_path))
+    try:
+        assert index_names(db) == {"events_turn_starts"}
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    finally:
+        db.close()
 
 
 async def test_reads_never_create_the_database(tmp_path: Path) -> None:
