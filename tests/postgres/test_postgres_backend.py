@@ -11,6 +11,7 @@ import pytest
 import trio
 from pg_helpers import admin
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
 
 from trio_agent.ids import SessionId
 from trio_agent.persistence import (
@@ -58,6 +59,34 @@ async def test_each_event_is_one_row_keyed_by_session_and_seq(dsn: str) -> None:
                 "INSERT INTO trio_agent_events (session_id, seq, type, time, data) "
                 "VALUES ('rows', 0, 'x', 0, '{}')"
             )
+
+
+def event_indexes(conn: psycopg.Connection[TupleRow]) -> set[str]:
+    rows = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'trio_agent_events' "
+        "AND indexname <> 'trio_agent_events_pkey'"
+    )
+    return {name for (name,) in rows}
+
+
+async def test_only_turn_starts_are_indexed_and_an_earlier_index_is_replaced(dsn: str) -> None:
+    async with open_store(dsn) as ctx:
+        session = ctx.require(SessionStore).create("indexed")
+        append_tool_turn(session)
+        await ctx.require(SessionStore).flush(session)
+    with admin(dsn) as conn:
+        # An index over every event's type put each commit's rows in one index page per type.
+        assert event_indexes(conn) == {"trio_agent_events_turn_starts"}
+        conn.execute("DROP INDEX trio_agent_events_turn_starts")
+        conn.execute(
+            "CREATE INDEX trio_agent_events_by_type ON trio_agent_events (session_id, type, seq)"
+        )
+    async with open_store(dsn) as ctx:
+        (info,) = await ctx.session_persistence.list()
+    assert info.turns == 1
+    with admin(dsn) as conn:
+        assert event_indexes(conn) == {"trio_agent_events_turn_starts"}
+        assert conn.execute("SELECT version FROM trio_agent_schema").fetchall() == [(1,)]
 
 
 async def test_a_newer_schema_version_is_refused_and_left_alone(dsn: str) -> None:
