@@ -6,7 +6,8 @@ Schema version 1, in the connection's current schema (the first of its ``search_
     trio_agent_schema(version)                               one row: the version of the tables
     trio_agent_sessions(id PK, header, created_at, updated_at, event_count)
     trio_agent_events(session_id, seq, type, time, data, PRIMARY KEY (session_id, seq))
-                      + an index over the turn starts (what ``infos()`` counts)
+                      + an index over the turn starts (what ``infos()`` counts; tables
+                      of earlier builds: over every event's type)
     trio_agent_leases(session_id PK, lock_key UNIQUE, generation, holder_name, holder_pid,
                       holder_host, holder_backend, acquired_at)
     trio_agent_inbox(id bigserial PK, session_id, content, enqueued_at)
@@ -48,13 +49,14 @@ _TABLES = (
 )
 
 #: Partial, as the SQLite backend's (docs/design.md, "SQLite indexes only the turn starts"): an
-#: index over every event's type puts a commit's rows into one index page per type.
+#: index over every event's type puts a commit's rows into one index page per type. Tables of
+#: an earlier build keep their ``trio_agent_events_by_type``, which serves the same queries:
+#: replacing it here would block every writer while the new index is built (docs/postgres.md
+#: has the statements that replace it without blocking).
 _TURN_STARTS_INDEX = (
-    "CREATE INDEX IF NOT EXISTS trio_agent_events_turn_starts ON trio_agent_events "
+    "CREATE INDEX trio_agent_events_turn_starts ON trio_agent_events "
     "(session_id, type, seq) WHERE type = 'turn/start'"
 )
-#: Indexes of earlier builds (indexes hold no data: the version stays), replaced at first use.
-_OLD_INDEXES = ("trio_agent_events_by_type",)
 
 _DDL = (
     """CREATE TABLE trio_agent_schema (
@@ -105,14 +107,6 @@ def advisory_key(*parts: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def _exists(conn: psycopg.Connection[Any], schema: str, relation: str) -> bool:
-    """Whether ``schema`` holds the table or index ``relation``."""
-    row = conn.execute(
-        "SELECT to_regclass(quote_ident(%s) || '.' || %s)", (schema, relation)
-    ).fetchone()
-    return row not in (None, (None,))
-
-
 def ensure_schema(conn: psycopg.Connection[Any], where: str) -> str:
     """Create the tables if the current schema has none, check their version otherwise, and
     return the schema's name. ``where`` names the database in messages.
@@ -131,7 +125,14 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str) -> str:
             )
         name: str = schema[0]
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("schema", name),))
-        present = {table for table in _TABLES if _exists(conn, name, table)}
+        present = {
+            table
+            for table in _TABLES
+            if conn.execute(
+                "SELECT to_regclass(quote_ident(%s) || '.' || %s)", (name, table)
+            ).fetchone()
+            not in (None, (None,))
+        }
         if not present:
             for statement in _DDL:
                 conn.execute(statement)
@@ -143,15 +144,7 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str) -> str:
             else None
         )
         version = None if row is None else row[0]
-        if version == SCHEMA_VERSION and present == set(_TABLES):
-            # Looked up first: the DDL locks the events table against writers even when it
-            # has nothing to do, and every process's first connection passes here.
-            old = [index for index in _OLD_INDEXES if _exists(conn, name, index)]
-            if old or not _exists(conn, name, "trio_agent_events_turn_starts"):
-                for index in old:
-                    conn.execute(f"DROP INDEX {index}")
-                conn.execute(_TURN_STARTS_INDEX)
-        else:
+        if version != SCHEMA_VERSION or present != set(_TABLES):
             if isinstance(version, int) and version > SCHEMA_VERSION:
                 advice = "it was created by a newer trio-agent: upgrade to use it"
             elif version == SCHEMA_VERSION:
