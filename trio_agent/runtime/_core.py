@@ -1018,9 +1018,9 @@ class Context:
     if TYPE_CHECKING:
         # ``ctx.tools`` (sugar for scripts; library code uses the typed ``require``) is a class
         # attribute per service name (:class:`_ServiceAttribute`), which a type checker cannot
-        # see. Only it sees this: a ``__getattr__`` on the class would leave every attribute
-        # read and method call on a context unspecialised in CPython 3.11 (``ctx.emit`` with
-        # no listener: 156 ns with it, 84 without; docs/design.md).
+        # see; this ``__getattr__`` is for the type checker alone. At run time one would leave
+        # every attribute read and method call on a context unspecialised in CPython 3.11
+        # (``ctx.emit`` with no listener: 156 ns with it, 84 without; docs/design.md).
         def __getattr__(self, name: str) -> Any: ...
 
 
