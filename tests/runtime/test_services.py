@@ -119,3 +119,16 @@ async def test_a_context_reuses_its_view_until_the_service_is_replaced(ctx: Cont
     again = scoped.require(key)
     assert again is not view and again.ctx is ctx and again.caller is scoped
     assert scoped.require(key) is again
+
+
+async def test_service_attributes_need_no_getattr_hook(ctx: Context) -> None:
+    # A __getattr__ on Context would leave every attribute read and method call on a context
+    # unspecialised in CPython 3.11 (docs/design.md): the sugar is a class attribute per name.
+    assert "__getattr__" not in vars(Context)
+    with pytest.raises(ServiceNotFoundError, match="no service 'greeter'"):
+        _ = ctx.greeter  # declared by a Service subclass, not provided
+    ctx.provide("plain_service_sugar", Parrot())
+    assert isinstance(ctx.plain_service_sugar, Parrot)
+    assert isinstance(ctx.scope_context("a").plain_service_sugar, Parrot)
+    with pytest.raises(AttributeError):
+        _ = ctx.never_declared_nor_provided
