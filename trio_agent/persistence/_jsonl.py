@@ -350,54 +350,44 @@ class JsonlBackend(Backend):
             )
         committed = token.length
         held = self._claims.get(session_id)
-        if held is not None and held.file == token.file:
-            # The claim's descriptor is the log's: one stat of the path tells whether the path
-            # still names it, and at what length (no open, fstat and close per append).
-            try:
-                info = os.stat(path)
-            except FileNotFoundError:
-                raise self._tampered(session_id, "is gone (removed or renamed)") from None
-            if (info.st_dev, info.st_ino) != token.file:
-                raise self._tampered(session_id, "was replaced by another file")
-            self._append_at(held.fd, session_id, info.st_size, committed, payload)
-            return Position(position.count + count, _Token(committed + len(payload), token.file))
+        # A claim's descriptor is the log's: one stat of the path tells whether the path still
+        # names it, and at what length (no open, fstat and close per append).
+        claimed = held.fd if held is not None and held.file == token.file else None
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            if claimed is None:
+                fd, named = os.open(path, os.O_WRONLY | os.O_CLOEXEC), None
+            else:
+                fd, named = claimed, os.stat(path)
         except FileNotFoundError:
             raise self._tampered(session_id, "is gone (removed or renamed)") from None
         try:
-            info = os.fstat(fd)
+            info = os.fstat(fd) if named is None else named
             if (info.st_dev, info.st_ino) != token.file:
                 raise self._tampered(session_id, "was replaced by another file")
-            self._append_at(fd, session_id, info.st_size, committed, payload)
-        finally:
-            os.close(fd)
-        return Position(position.count + count, _Token(committed + len(payload), token.file))
-
-    def _append_at(
-        self, fd: int, session_id: SessionId, size: int, committed: int, payload: bytes
-    ) -> None:
-        """Write ``payload`` at ``committed`` in the log open as ``fd`` (``size`` bytes long
-        now) and sync it; a failed write is cut back."""
-        if size != committed:
-            if not (size > committed and session_id in self._dirty):
-                change = "truncated" if size < committed else "appended to"
-                raise self._tampered(
-                    session_id,
-                    f"was {change}: it is {size} bytes, but this process committed {committed}",
-                )
-            os.ftruncate(fd, committed)  # what our own failed append left
-        try:
-            _pwrite_all(fd, payload, committed)
-            os.fsync(fd)
-        except BaseException:
+            size = info.st_size
+            if size != committed:
+                if not (size > committed and session_id in self._dirty):
+                    change = "truncated" if size < committed else "appended to"
+                    raise self._tampered(
+                        session_id,
+                        f"was {change}: it is {size} bytes, but this process committed {committed}",
+                    )
+                os.ftruncate(fd, committed)  # what our own failed append left
             try:
-                os.ftruncate(fd, committed)
+                _write_all(fd, payload, committed)
                 os.fsync(fd)
-            except OSError:
-                self._dirty.add(session_id)  # the next append cuts our bytes off
-            raise
-        self._dirty.discard(session_id)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, committed)
+                    os.fsync(fd)
+                except OSError:
+                    self._dirty.add(session_id)  # the next append cuts our bytes off
+                raise
+            self._dirty.discard(session_id)
+        finally:
+            if claimed is None:
+                os.close(fd)
+        return Position(position.count + count, _Token(committed + len(payload), token.file))
 
     def _tampered(self, session_id: SessionId, change: str) -> SessionTamperedError:
         path = self.location(session_id)
@@ -419,14 +409,9 @@ class JsonlBackend(Backend):
             self._release(session_id)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def _write_all(fd: int, data: bytes, offset: int = 0) -> None:
+    """Write all of ``data`` at ``offset`` (``pwrite``: the descriptor's own offset is not
+    used, so a claimed log can be appended at its committed length)."""
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
