@@ -21,7 +21,7 @@ from trio_agent.persistence import (
     SessionFormatError,
 )
 from trio_agent.runtime import Context, open_runtime
-from trio_agent.session import SessionStore
+from trio_agent.session import Session, SessionStore
 from trio_agent.testing import append_tool_turn
 
 
@@ -39,11 +39,17 @@ def password_of(dsn: str) -> str:
     return password
 
 
-async def test_each_event_is_one_row_keyed_by_session_and_seq(dsn: str) -> None:
+async def store_tool_turn(dsn: str, session_id: str) -> Session:
+    """A session ``session_id`` holding one tool turn, flushed to the database."""
     async with open_store(dsn) as ctx:
-        session = ctx.require(SessionStore).create("rows")
+        session = ctx.require(SessionStore).create(session_id)
         append_tool_turn(session)
         await ctx.require(SessionStore).flush(session)
+    return session
+
+
+async def test_each_event_is_one_row_keyed_by_session_and_seq(dsn: str) -> None:
+    session = await store_tool_turn(dsn, "rows")
     with admin(dsn) as conn:
         rows = conn.execute(
             "SELECT seq, type FROM trio_agent_events WHERE session_id = 'rows' ORDER BY seq"
@@ -70,10 +76,7 @@ def event_indexes(conn: psycopg.Connection[TupleRow]) -> set[str]:
 
 
 async def test_only_turn_starts_are_indexed_and_an_earlier_index_is_left_alone(dsn: str) -> None:
-    async with open_store(dsn) as ctx:
-        session = ctx.require(SessionStore).create("indexed")
-        append_tool_turn(session)
-        await ctx.require(SessionStore).flush(session)
+    await store_tool_turn(dsn, "indexed")
     with admin(dsn) as conn:
         # An index over every event's type put each commit's rows in one index page per type.
         assert event_indexes(conn) == {"trio_agent_events_turn_starts"}
